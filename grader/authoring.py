@@ -1,0 +1,151 @@
+"""Single-source notebooks: ``solutions/`` is written by hand, ``notebooks/`` is generated from it.
+
+Solution markers, and the stub each becomes in the learner's copy:
+
+* ``name = value  # SOLUTION``      ->  ``name = ...  # your answer``   (``...`` means "not attempted")
+* ``return value  # SOLUTION``      ->  ``raise NotImplementedError("your code here")``
+* ``# BEGIN SOLUTION`` ... ``# END SOLUTION`` inside a function or class body
+                                    ->  ``# YOUR CODE HERE`` + ``raise NotImplementedError(...)``
+
+Stubs keep a starter notebook runnable top to bottom: nothing raises until a check calls the stub.
+A block at the top level of a cell is refused for that reason. Outputs and execution counts are
+cleared, and a first cell says the file is generated.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+NOTEBOOKS = ROOT / "notebooks"
+
+_LINE = re.compile(r"^(?P<indent>\s*)(?P<body>.*?)\s*#\s*SOLUTION\s*$")
+_ASSIGN = re.compile(r"^(?P<target>[A-Za-z_][\w\s,\[\]\.\"'\(\)]*?)\s*(?P<op>=|:[^=]+=)\s*(?!=)")
+_BEGIN = re.compile(r"^(?P<indent>\s*)#\s*BEGIN SOLUTION\s*$")
+_END = re.compile(r"^\s*#\s*END SOLUTION\s*$")
+STUB_ERROR = 'raise NotImplementedError("your code here")'
+KEEP_CELL_METADATA = ("tags",)
+
+
+class BuildError(ValueError):
+    pass
+
+
+def strip_solutions(source: str, where: str = "cell") -> str:
+    """The learner's version of one code cell's source."""
+    out: list[str] = []
+    block_indent: str | None = None
+    for number, line in enumerate(source.split("\n"), 1):
+        if block_indent is not None:
+            if _END.match(line):
+                block_indent = None
+            elif _BEGIN.match(line):
+                raise BuildError(f"{where}, line {number}: BEGIN SOLUTION inside another solution block")
+            continue
+        if m := _BEGIN.match(line):
+            indent = m["indent"]
+            if not indent:
+                raise BuildError(
+                    f"{where}, line {number}: a top-level BEGIN SOLUTION block would stop the starter "
+                    "notebook; put it inside a function body, or use `name = value  # SOLUTION`"
+                )
+            out += [f"{indent}# YOUR CODE HERE", f"{indent}{STUB_ERROR}"]
+            block_indent = indent
+            continue
+        if _END.match(line):
+            raise BuildError(f"{where}, line {number}: END SOLUTION without BEGIN SOLUTION")
+        if m := _LINE.match(line):
+            indent, body = m["indent"], m["body"]
+            if body.startswith("return ") or body == "return":
+                out.append(f"{indent}{STUB_ERROR}")
+            elif a := _ASSIGN.match(body):
+                out.append(f"{indent}{a['target'].rstrip()} {a['op']} ...  # your answer")
+            else:
+                raise BuildError(
+                    f"{where}, line {number}: `# SOLUTION` must end an assignment or a return, not {body!r}"
+                )
+            continue
+        out.append(line)
+    if block_indent is not None:
+        raise BuildError(f"{where}: BEGIN SOLUTION without END SOLUTION")
+    return "\n".join(out)
+
+
+def read(path: Path) -> nbformat.NotebookNode:
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except Exception as e:  # nbformat raises several kinds for bad JSON or schema
+        raise BuildError(f"{path.name} is not a readable notebook: {type(e).__name__}: {e}") from e
+
+
+def generated_note(name: str) -> str:
+    return (
+        f"> **Generated file.** Written by `python -m grader build` from `solutions/{name}`; "
+        "edit that file, not this one. Fill in the `...` and the `# YOUR CODE HERE` stubs, then run "
+        "the check cells."
+    )
+
+
+def starter(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """The learner's copy of a solution notebook."""
+    cells = [nbformat.v4.new_markdown_cell(generated_note(name), id="generated-note")]
+    for index, cell in enumerate(nb.cells):
+        new = nbformat.NotebookNode(
+            cell_type=cell.cell_type,
+            id=cell.get("id") or f"cell-{index}",
+            metadata=nbformat.NotebookNode({k: cell.metadata[k] for k in KEEP_CELL_METADATA if k in cell.metadata}),
+            source=cell.source,
+        )
+        if cell.cell_type == "code":
+            new.source = strip_solutions(cell.source, f"{name}, cell {index}")
+            new.outputs = []
+            new.execution_count = None
+        elif "attachments" in cell:
+            new.attachments = cell.attachments
+        cells.append(new)
+    meta = nbformat.NotebookNode(
+        kernelspec=nb.metadata.get("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"}),
+        language_info={"name": "python"},
+    )
+    if "course" in nb.metadata:
+        meta.course = nb.metadata.course
+    return nbformat.v4.new_notebook(cells=cells, metadata=meta)
+
+
+def dumps(nb: nbformat.NotebookNode) -> str:
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    written: list[str]
+    stale: list[str]  # differing or missing in notebooks/ (check mode)
+    extra: list[str]  # in notebooks/ with no source in solutions/
+
+
+def build(solutions: Path = SOLUTIONS, notebooks: Path = NOTEBOOKS, *, check: bool = False) -> BuildReport:
+    """Write (or, with ``check``, compare) every notebooks/X.ipynb from solutions/X.ipynb."""
+    written, stale = [], []
+    sources = sorted(solutions.glob("*.ipynb"))
+    if not sources:
+        raise BuildError(f"no notebooks in {solutions}")
+    for src in sources:
+        text = dumps(starter(read(src), src.name))
+        target = notebooks / src.name
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current == text:
+            continue
+        if check:
+            stale.append(src.name)
+        else:
+            notebooks.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            written.append(src.name)
+    names = {s.name for s in sources}
+    extra = sorted(p.name for p in notebooks.glob("*.ipynb") if p.name not in names)
+    return BuildReport(written, stale, extra)

@@ -1,0 +1,39 @@
+"""Checks for lesson 00: setup and how checking works."""
+from __future__ import annotations
+
+import torch
+
+from .. import probes
+from ..checking import CheckFailed, call, expect_callable, expect_equal, expect_type
+
+
+def predict_shape(predicted_shape):
+    expect_type("predicted_shape", predicted_shape, (tuple, torch.Size))
+    measured = tuple((torch.zeros(8, 1, 3) * torch.zeros(5, 1)).shape)
+    expect_equal("shape of torch.zeros(8, 1, 3) * torch.zeros(5, 1)", tuple(predicted_shape), measured)
+
+
+def predict_dtype(predicted_dtype):
+    expect_type("predicted_dtype", predicted_dtype, torch.dtype)
+    measured = (torch.arange(4) / 2).dtype
+    expect_equal("dtype of torch.arange(4) / 2", predicted_dtype, measured)
+
+
+def warmup(scale_shift):
+    expect_callable("scale_shift", scale_shift)
+
+    def inputs(gen):
+        rows, cols = torch.randint(1, 9, (2,), generator=gen).tolist()
+        x = torch.randn(rows, cols, generator=gen)
+        return x, torch.randn(cols, generator=gen), torch.randn(cols, generator=gen)
+
+    def guarded(x, scale, shift):
+        before = x.clone()
+        out = call(scale_shift, x, scale, shift, name="scale_shift")
+        if not torch.equal(x, before):
+            raise CheckFailed("`scale_shift` changed its input `x` in place; return a new tensor instead")
+        return out
+
+    problem = probes.compare(lambda x, s, b: x * s + b, guarded, inputs, trials=5, name="scale_shift")
+    if problem:
+        raise CheckFailed(f"`scale_shift` differs from x * scale + shift {problem}")

@@ -1,0 +1,106 @@
+"""``python -m grader``: list, run, build, progress."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def cmd_list(args) -> int:
+    from . import registry
+
+    rows = registry.exercises(args.lesson)
+    if args.json:
+        print(json.dumps([
+            {"id": e.id, "lesson": e.lesson, "title": e.title, "points": e.points, "kind": e.kind, "answers": list(e.answers)}
+            for e in rows
+        ], indent=1))
+        return 0
+    lessons = registry.lessons()
+    for number, lesson in lessons.items():
+        mine = [e for e in rows if e.lesson == number]
+        if not mine:
+            continue
+        print(f"{number} {lesson.title}  ({lesson.notebook})")
+        for e in mine:
+            print(f"   {e.id:<28} {e.points:>3g} pt  {e.kind:<9}  {e.title}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .pipeline import run_notebook
+
+    reports = []
+    for path in args.notebooks:
+        report = run_notebook(Path(path), cell_timeout=args.cell_timeout, notebook_timeout=args.timeout)
+        reports.append(report)
+        if not args.json:
+            print(report, flush=True)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in reports], indent=1))
+    return 0
+
+
+def cmd_build(args) -> int:
+    from .authoring import BuildError, build
+
+    try:
+        report = build(check=args.check)
+    except BuildError as e:
+        print(f"build failed: {e}", file=sys.stderr)
+        return 2
+    if args.check:
+        if report.stale or report.extra:
+            for name in report.stale:
+                print(f"notebooks/{name} is stale: run `python -m grader build`", file=sys.stderr)
+            for name in report.extra:
+                print(f"notebooks/{name} has no source in solutions/", file=sys.stderr)
+            return 1
+        print("notebooks/ is up to date with solutions/")
+        return 0
+    for name in report.written:
+        print(f"wrote notebooks/{name}")
+    for name in report.extra:
+        print(f"warning: notebooks/{name} has no source in solutions/", file=sys.stderr)
+    if not report.written:
+        print("notebooks/ was already up to date")
+    return 0
+
+
+def cmd_progress(args) -> int:
+    from .tracking import progress
+
+    print(progress(args.lesson))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m grader", description="Compile & Export course grader")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("list", help="list the exercises")
+    s.add_argument("--lesson", help="only this lesson, e.g. 01")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_list)
+
+    s = sub.add_parser("run", help="execute notebooks in a fresh kernel and score them")
+    s.add_argument("notebooks", nargs="+")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--timeout", type=float, default=1200, help="seconds for a whole notebook")
+    s.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell")
+    s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("build", help="write notebooks/ from solutions/")
+    s.add_argument("--check", action="store_true", help="fail if notebooks/ is stale instead of writing")
+    s.set_defaults(fn=cmd_build)
+
+    s = sub.add_parser("progress", help="show your recorded progress")
+    s.add_argument("--lesson")
+    s.set_defaults(fn=cmd_progress)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.fn(args)

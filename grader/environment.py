@@ -1,0 +1,94 @@
+"""What this kernel runs on, and ``setup()``: the one call a lesson's first cell makes."""
+from __future__ import annotations
+
+import logging
+import platform
+import random
+import warnings
+from dataclasses import dataclass
+from functools import cache
+
+import torch
+
+
+@dataclass(frozen=True)
+class Environment:
+    torch_version: str
+    python_version: str
+    device: str  # "cpu" or "cuda"
+    device_name: str
+    threads: int
+
+    def __str__(self) -> str:
+        return (
+            f"torch {self.torch_version} · Python {self.python_version} · "
+            f"{self.device_name} · {self.threads} CPU threads"
+        )
+
+    @property
+    def label(self) -> str:
+        """Short provenance line for plots."""
+        return f"{self.device_name}, {self.threads} threads · torch {self.torch_version}"
+
+
+@cache
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "CPU"
+
+
+def environment() -> Environment:
+    cuda = torch.cuda.is_available()
+    return Environment(
+        torch_version=torch.__version__.split("+")[0],
+        python_version=platform.python_version(),
+        device="cuda" if cuda else "cpu",
+        device_name=torch.cuda.get_device_name() if cuda else f"CPU ({_cpu_name()})",
+        threads=torch.get_num_threads(),
+    )
+
+
+def device() -> torch.device:
+    return torch.device(environment().device)
+
+
+# Known noise that would otherwise fill notebook outputs; filtered by exact category and message start.
+_KNOWN_WARNINGS = (
+    (UserWarning, r"TypedStorage is deprecated"),
+    (UserWarning, r"The given NumPy array is not writable"),
+)
+
+
+def quiet() -> None:
+    """Silence known noise deliberately: chatty loggers and warnings that teach nothing."""
+    for category, pattern in _KNOWN_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern, category=category)
+    for name in ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def seed(value: int = 0) -> None:
+    random.seed(value)
+    torch.manual_seed(value)
+    try:
+        import numpy as np
+
+        np.random.seed(value)
+    except ImportError:
+        pass
+
+
+def setup(seed_value: int = 0, *, report: bool = True) -> Environment:
+    """Seed every generator, quiet known noise, and report versions, device and threads."""
+    seed(seed_value)
+    quiet()
+    env = environment()
+    if report:
+        print(env)
+    return env

@@ -1,0 +1,260 @@
+"""Scoring a notebook, as ordered steps: load -> execute -> extract -> check -> report.
+
+The learner's notebook runs in a fresh kernel. Its check cells are feedback only: what counts is
+decided afterwards, in a separate clean process (``grader.worker``), by the grader's own checks on the
+answer objects the registry names, pulled out of the kernel with cloudpickle.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import registry
+from .result import Result, Status
+
+CELL_TIMEOUT = 300  # seconds for one cell
+NOTEBOOK_TIMEOUT = 1200  # seconds for the whole notebook
+CHECK_TIMEOUT = 180  # seconds for one exercise's check
+
+
+@dataclass
+class NotebookReport:
+    notebook: str
+    results: list[Result] = field(default_factory=list)
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)  # what went wrong while running, for the learner
+
+    @property
+    def score(self) -> float:
+        return round(sum(r.points for r in self.results), 2)
+
+    @property
+    def max_score(self) -> float:
+        return sum(r.max_points for r in self.results)
+
+    def to_dict(self) -> dict:
+        return {
+            "notebook": self.notebook,
+            "score": self.score,
+            "max_score": self.max_score,
+            "exercises": [
+                {"id": r.id, "points": r.points, "max_points": r.max_points, "status": r.status.value, "message": r.message}
+                for r in self.results
+            ],
+        }
+
+    def __str__(self) -> str:
+        lines = [f"{self.notebook}: {self.score:g}/{self.max_score:g} ({self.seconds:.0f} s)"]
+        lines += [f"  ! {p}" for p in self.problems]
+        lines += [f"  {r.line()}" for r in self.results]
+        return "\n".join(lines)
+
+
+# --- step 1: load --------------------------------------------------------------------------------
+
+class LoadError(Exception):
+    pass
+
+
+def load(path: Path) -> tuple[nbformat.NotebookNode, registry.Lesson]:
+    lesson = registry.lesson_of_notebook(path)
+    if lesson is None:
+        known = ", ".join(l.notebook for l in registry.lessons().values())
+        raise LoadError(f"{path.name} is not one of the course notebooks ({known})")
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except FileNotFoundError:
+        raise LoadError(f"{path} does not exist")
+    except Exception as e:
+        raise LoadError(f"{path.name} is not a valid notebook ({type(e).__name__}: {' '.join(str(e).split())[:200]})")
+    return nb, lesson
+
+
+# --- step 2 and 3: execute in a fresh kernel, then extract the answers ------------------------------
+
+EXTRACT = '''
+def _grader_extract(names, path):
+    import pickle
+    try:
+        import cloudpickle
+    except ImportError:
+        cloudpickle = pickle
+    found = {}
+    for name in names:
+        if name not in globals():
+            found[name] = ("missing", None)
+            continue
+        try:
+            found[name] = ("ok", cloudpickle.dumps(globals()[name]))
+        except Exception as e:
+            found[name] = ("unpicklable", f"{type(e).__name__}: {e}"[:300])
+    with open(path, "wb") as f:
+        pickle.dump(found, f)
+_grader_extract({names!r}, {path!r})
+del _grader_extract
+'''
+
+
+@dataclass
+class Execution:
+    answers_file: Path | None  # None when the kernel could not be asked for them
+    problems: list[str]
+
+
+def execute_and_extract(
+    nb: nbformat.NotebookNode,
+    names: list[str],
+    workdir: Path,
+    answers_file: Path,
+    *,
+    cell_timeout: float = CELL_TIMEOUT,
+    notebook_timeout: float = NOTEBOOK_TIMEOUT,
+    env: dict[str, str] | None = None,
+) -> Execution:
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    problems: list[str] = []
+    client = NotebookClient(
+        nb,
+        timeout=cell_timeout,
+        allow_errors=True,
+        interrupt_on_timeout=True,
+        error_on_timeout={"ename": "CellTimeoutError", "evalue": "cell timed out", "traceback": []},
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    deadline = time.monotonic() + notebook_timeout
+    try:
+        with client.setup_kernel(env={**os.environ, **(env or {})}, cwd=str(workdir)):
+            for index, cell in enumerate(nb.cells):
+                if cell.cell_type != "code":
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    problems.append(f"the notebook ran past its {notebook_timeout:.0f} s limit; later cells were not run")
+                    break
+                client.timeout = int(max(1, min(cell_timeout, left)))
+                started = time.monotonic()
+                client.execute_cell(cell, index)
+                for out in cell.get("outputs", []):
+                    if out.get("output_type") == "error":
+                        if out.get("ename") == "CellTimeoutError":
+                            problems.append(f"cell {index} ran past {client.timeout} s and was interrupted")
+                        else:
+                            problems.append(f"cell {index} raised {out.get('ename')}: {' '.join(str(out.get('evalue')).split())[:200]}")
+                if time.monotonic() - started > client.timeout and not any(
+                    o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", [])
+                ):
+                    problems.append(f"cell {index} ran past {client.timeout} s")
+            client.timeout = int(max(30, cell_timeout))
+            extract = nbformat.v4.new_code_cell(EXTRACT.format(names=names, path=str(answers_file)))
+            client.execute_cell(extract, len(nb.cells))
+    except DeadKernelError:
+        problems.append("the kernel died (the notebook crashed Python or ran out of memory)")
+    except Exception as e:
+        problems.append(f"the notebook could not be run: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+    return Execution(answers_file if answers_file.exists() else None, problems)
+
+
+# --- step 4: check, in a separate clean process -----------------------------------------------------
+
+def check_answers(
+    exercises: list[registry.Exercise],
+    answers_file: Path | None,
+    *,
+    timeout: float = CHECK_TIMEOUT,
+    env: dict[str, str] | None = None,
+) -> list[Result]:
+    """Run each exercise's check in ``grader.worker``; a check that hangs or kills its process is
+    reported as such and the remaining exercises go on in a new worker."""
+    if answers_file is None:
+        return [
+            Result(ex.id, Status.ERROR, 0, ex.points, "no answers could be read from the notebook's kernel")
+            for ex in exercises
+        ]
+    results: dict[str, Result] = {}
+    pending = [ex.id for ex in exercises]
+    while pending:
+        cmd = [sys.executable, "-m", "grader.worker", str(answers_file), *pending]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, **(env or {})})
+        current = pending[0]
+        started = time.monotonic()
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        buffer = ""
+        finished = False
+        while not finished:
+            left = timeout - (time.monotonic() - started)
+            if left <= 0:
+                proc.kill()
+                ex = registry.get(current)
+                results[current] = Result(current, Status.TIMEOUT, 0, ex.points, f"the check ran past {timeout:.0f} s (does your code loop forever?)")
+                break
+            if not sel.select(timeout=min(left, 1.0)):
+                continue
+            chunk = proc.stdout.readline()
+            if not chunk:
+                finished = True
+                break
+            buffer = chunk.strip()
+            if buffer.startswith("{"):
+                result = Result.from_dict(json.loads(buffer))
+                results[result.id] = result
+                done = set(results)
+                remaining = [i for i in pending if i not in done]
+                if remaining:
+                    current, started = remaining[0], time.monotonic()
+        proc.wait()
+        sel.close()
+        if finished and current not in results and proc.returncode != 0:
+            ex = registry.get(current)
+            results[current] = Result(current, Status.ERROR, 0, ex.points, f"the check's process died (exit code {proc.returncode}) while running your code")
+        pending = [i for i in pending if i not in results]
+    return [results[ex.id] for ex in exercises]
+
+
+# --- the pipeline -----------------------------------------------------------------------------------
+
+def run_notebook(
+    path: Path,
+    *,
+    cell_timeout: float = CELL_TIMEOUT,
+    notebook_timeout: float = NOTEBOOK_TIMEOUT,
+    check_timeout: float = CHECK_TIMEOUT,
+) -> NotebookReport:
+    started = time.monotonic()
+    path = Path(path)
+    report = NotebookReport(path.name)
+    try:
+        nb, lesson = load(path)
+    except LoadError as e:
+        report.problems.append(str(e))
+        lesson = registry.lesson_of_notebook(path)
+        if lesson is not None:
+            report.results = [Result(ex.id, Status.ERROR, 0, ex.points, str(e)) for ex in registry.exercises(lesson.number)]
+        return report
+    exercises = registry.exercises(lesson.number)
+    names = sorted({name for ex in exercises for name in ex.answers})
+    with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
+        tmp = Path(tmp)
+        # The kernel's own check calls record progress into a throwaway home: only this report counts.
+        env = {"GRADER_HOME": str(tmp / "home")}
+        execution = execute_and_extract(
+            nb, names, path.parent.resolve(), tmp / "answers.pkl",
+            cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, env=env,
+        )
+        report.problems += execution.problems
+        report.results = check_answers(exercises, execution.answers_file, timeout=check_timeout, env=env)
+    report.seconds = time.monotonic() - started
+    return report

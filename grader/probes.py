@@ -1,0 +1,160 @@
+"""Measurements the checks and lessons share. Each asks the installed torch; nothing is hard-coded.
+
+* ``aten_ops`` / ``bytes_moved``: what eager dispatches, counted with a TorchDispatchMode.
+* ``graph_breaks``: ``torch._dynamo.explain`` reduced to counts and reasons.
+* ``CountingBackend`` / ``count_compiles``: how many graphs Dynamo hands a backend, and their ops.
+* ``compare``: a candidate against a reference on fresh random inputs drawn here.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .checking import call
+
+
+# --- eager dispatch -------------------------------------------------------------------------------
+
+class _OpRecorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[str, int]] = []  # (op name, bytes read + written)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        tensors_in = [t for t in tree_flatten((args, kwargs or {}))[0] if isinstance(t, torch.Tensor)]
+        tensors_out = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        traffic = sum(_nbytes(t) for t in tensors_in + tensors_out)
+        self.calls.append((str(func.overloadpacket.__name__), traffic))
+        return out
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def aten_ops(fn: Callable, *args: Any, **kwargs: Any) -> collections.Counter:
+    """ATen operators eager mode dispatches for one call, with multiplicity (e.g. {'mul': 1, 'add': 1})."""
+    with torch.no_grad(), _OpRecorder() as rec:
+        fn(*args, **kwargs)
+    return collections.Counter(name for name, _ in rec.calls)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    unfused: int  # bytes read and written by the ops eager runs one by one
+    fused: int  # bytes a single fused kernel must move: the call's inputs once, its outputs once
+    ops: int
+
+    @property
+    def ratio(self) -> float:
+        return self.unfused / self.fused
+
+
+def bytes_moved(fn: Callable, *args: Any) -> Traffic:
+    """Memory traffic of ``fn(*args)``: eager op by op, against the ideal of one fused pass."""
+    with torch.no_grad(), _OpRecorder() as rec:
+        out = fn(*args)
+    ins = [t for t in tree_flatten(args)[0] if isinstance(t, torch.Tensor)]
+    outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    return Traffic(
+        unfused=sum(b for _, b in rec.calls),
+        fused=sum(_nbytes(t) for t in ins + outs),
+        ops=len(rec.calls),
+    )
+
+
+# --- Dynamo ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Breaks:
+    graphs: int
+    breaks: int
+    ops: int
+    reasons: tuple[str, ...]
+
+
+def graph_breaks(fn: Callable, *args: Any, **kwargs: Any) -> Breaks:
+    """``torch._dynamo.explain(fn)(*args)``: graphs, breaks, ops, and one line per break reason."""
+    torch._dynamo.reset()
+    try:
+        out = torch._dynamo.explain(fn)(*args, **kwargs)
+    finally:
+        torch._dynamo.reset()
+    reasons = tuple(" ".join(str(getattr(r, "reason", r)).split())[:300] for r in out.break_reasons)
+    return Breaks(out.graph_count, out.graph_break_count, out.op_count, reasons)
+
+
+@dataclass
+class CountingBackend:
+    """A torch.compile backend that records every FX graph it is given and runs it unchanged."""
+
+    graphs: list[torch.fx.GraphModule] = field(default_factory=list)
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        self.graphs.append(gm)
+        return gm.forward
+
+    @property
+    def compiles(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def ops(self) -> int:
+        return sum(1 for gm in self.graphs for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def count_compiles(fn: Callable, calls: Iterable[Sequence[Any]], **compile_kwargs: Any) -> CountingBackend:
+    """Compile ``fn`` with a counting backend, make each call in order, and return the backend."""
+    torch._dynamo.reset()
+    backend = CountingBackend()
+    compiled = torch.compile(fn, backend=backend, **compile_kwargs)
+    try:
+        for args in calls:
+            compiled(*args)
+    finally:
+        torch._dynamo.reset()
+    return backend
+
+
+# --- outputs --------------------------------------------------------------------------------------
+
+def fresh_generator(seed: int | None = None) -> torch.Generator:
+    """A generator seeded from the OS unless told otherwise: learners cannot predict grading inputs."""
+    g = torch.Generator()
+    g.manual_seed(seed if seed is not None else int.from_bytes(__import__("os").urandom(7), "little"))
+    return g
+
+
+def compare(
+    reference: Callable,
+    candidate: Callable,
+    make_inputs: Callable[[torch.Generator], Sequence[Any]],
+    *,
+    trials: int = 3,
+    seed: int | None = None,
+    name: str = "your function",
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> str | None:
+    """Run both on ``trials`` fresh input sets; return None when all match, else what differed.
+
+    The candidate is learner code: it is called through ``checking.call``.
+    """
+    gen = fresh_generator(seed)
+    for trial in range(trials):
+        inputs = make_inputs(gen)
+        want = reference(*inputs)
+        got = call(candidate, *inputs, name=name)
+        try:
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol)
+        except (AssertionError, TypeError, ValueError) as e:
+            first = " ".join(str(e).split())[:300]
+            shapes = ", ".join(str(tuple(t.shape)) for t in inputs if isinstance(t, torch.Tensor))
+            return f"on random inputs of shape {shapes}: {first}"
+    return None

@@ -1,0 +1,118 @@
+"""Self-study progress: every ``check`` records its best result in a small JSON file.
+
+The file is ``$GRADER_HOME/progress.json`` (default ``~/.cache/compile-export``). A damaged file is
+set aside and a new one started, never a crash.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import registry
+from .result import Result, Status
+
+
+def home() -> Path:
+    return Path(os.environ.get("GRADER_HOME") or Path.home() / ".cache" / "compile-export")
+
+
+def _path() -> Path:
+    return home() / "progress.json"
+
+
+def load() -> dict[str, dict]:
+    path = _path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return data
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        try:
+            path.replace(path.with_suffix(f".damaged-{int(time.time())}.json"))
+        except OSError:
+            pass
+        return {}
+
+
+def record(result: Result) -> None:
+    """Keep the best result per exercise (a later failure does not erase an earlier pass)."""
+    data = load()
+    best = data.get(result.id)
+    if best is None or result.points >= best.get("points", 0):
+        data[result.id] = {**result.to_dict(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    path = _path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass  # progress is a convenience; a read-only home must not break a check
+
+
+@dataclass(frozen=True)
+class Progress:
+    rows: tuple[tuple[str, str, float, float, str], ...]  # lesson, id, points, max, status
+
+    @property
+    def score(self) -> float:
+        return sum(r[2] for r in self.rows)
+
+    @property
+    def max_score(self) -> float:
+        return sum(r[3] for r in self.rows)
+
+    def per_lesson(self) -> dict[str, tuple[float, float, int, int]]:
+        out: dict[str, list] = {}
+        for lesson, _id, pts, mx, status in self.rows:
+            acc = out.setdefault(lesson, [0.0, 0.0, 0, 0])
+            acc[0] += pts
+            acc[1] += mx
+            acc[2] += status == Status.PASSED.value
+            acc[3] += 1
+        return {k: tuple(v) for k, v in out.items()}
+
+    def __str__(self) -> str:
+        lessons = registry.lessons()
+        lines = [f"Progress: {self.score:g}/{self.max_score:g} points"]
+        for number, (pts, mx, done, total) in self.per_lesson().items():
+            lines.append(f"  {number} {lessons[number].title:<34} {done}/{total} exercises  {pts:g}/{mx:g} points")
+            for lesson, ex_id, p, m, status in self.rows:
+                if lesson == number:
+                    lines.append(f"      {ex_id:<28} {status:<14} {p:g}/{m:g}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        lessons = registry.lessons()
+        body = ""
+        for number, (pts, mx, done, total) in self.per_lesson().items():
+            width = 0 if mx == 0 else int(100 * pts / mx)
+            body += (
+                f"<tr><td>{number}</td><td>{html.escape(lessons[number].title)}</td>"
+                f"<td>{done}/{total}</td><td>{pts:g}/{mx:g}</td>"
+                f'<td><div style="background:#eee;width:120px"><div style="background:#1a7f37;'
+                f'width:{width}%;height:10px"></div></div></td></tr>'
+            )
+        return (
+            f"<b>Progress: {self.score:g}/{self.max_score:g} points</b>"
+            "<table><tr><th>lesson</th><th>title</th><th>exercises passed</th><th>points</th><th></th></tr>"
+            f"{body}</table>"
+        )
+
+
+def progress(lesson: str | None = None) -> Progress:
+    done = load()
+    rows = []
+    for ex in registry.exercises(lesson):
+        rec = done.get(ex.id, {})
+        rows.append((ex.lesson, ex.id, float(rec.get("points", 0.0)), ex.points, rec.get("status", Status.NOT_ATTEMPTED.value)))
+    return Progress(tuple(rows))
