@@ -90,6 +90,17 @@ def expect_equal(what: str, measured: Any, expected: Any) -> None:
         raise CheckFailed(f"{what}: measured {measured!r}, expected {expected!r}", measured=repr(measured), expected=repr(expected))
 
 
+def expect_prediction(what: str, predicted: Any, measured: Any, detail: str = "") -> None:
+    """For predict-then-verify exercises: the learner's prediction against what torch just did."""
+    if predicted != measured:
+        extra = f" ({detail})" if detail else ""
+        raise CheckFailed(
+            f"{what}: you predicted {predicted!r}; running it on torch gave {measured!r}{extra}",
+            measured=repr(measured),
+            expected=repr(predicted),
+        )
+
+
 def expect_type(name: str, value: Any, types: type | tuple[type, ...]) -> None:
     if isinstance(value, bool) and bool not in _as_tuple(types):
         ok = False

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import random
 import warnings
@@ -67,6 +68,9 @@ _KNOWN_WARNINGS = (
 
 def quiet() -> None:
     """Silence known noise deliberately: chatty loggers and warnings that teach nothing."""
+    # The profiler's C++ side (kineto) prints timestamped start/stop lines to stderr; it reads this
+    # variable on first use, so setting it here is enough.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     for category, pattern in _KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=pattern, category=category)
     for name in ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes"):

@@ -11,7 +11,8 @@ def figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bo
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=size, layout="constrained")
-    ax.set_title(title)
+    fig.suptitle(title)
+    ax.set_title(f"measured on {environment().label}", fontsize=7, color="0.4", loc="right")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logx:
@@ -19,7 +20,6 @@ def figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bo
     if logy:
         ax.set_yscale("log")
     ax.grid(True, which="major", alpha=0.3)
-    fig.text(0.99, 0.005, f"measured on {environment().label}", ha="right", va="bottom", fontsize=7, color="0.4")
     return fig, ax
 
 

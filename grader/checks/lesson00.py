@@ -4,19 +4,19 @@ from __future__ import annotations
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect_callable, expect_equal, expect_type
+from ..checking import CheckFailed, call, expect_callable, expect_prediction, expect_type
 
 
 def predict_shape(predicted_shape):
     expect_type("predicted_shape", predicted_shape, (tuple, torch.Size))
     measured = tuple((torch.zeros(8, 1, 3) * torch.zeros(5, 1)).shape)
-    expect_equal("shape of torch.zeros(8, 1, 3) * torch.zeros(5, 1)", tuple(predicted_shape), measured)
+    expect_prediction("shape of torch.zeros(8, 1, 3) * torch.zeros(5, 1)", tuple(predicted_shape), measured)
 
 
 def predict_dtype(predicted_dtype):
     expect_type("predicted_dtype", predicted_dtype, torch.dtype)
     measured = (torch.arange(4) / 2).dtype
-    expect_equal("dtype of torch.arange(4) / 2", predicted_dtype, measured)
+    expect_prediction("dtype of torch.arange(4) / 2", predicted_dtype, measured)
 
 
 def warmup(scale_shift):

@@ -7,7 +7,7 @@ import time
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_type
+from ..checking import call, expect, expect_callable, expect_prediction, expect_type
 
 
 def gelu_tanh(x):
@@ -20,12 +20,7 @@ def predict_ops(predicted_ops):
     ops = probes.aten_ops(gelu_tanh, torch.randn(16))
     measured = sum(ops.values())
     detail = ", ".join(f"{n}×{name}" for name, n in sorted(ops.items()))
-    expect(
-        predicted_ops == measured,
-        f"you predicted {predicted_ops} ATen ops; eager dispatched {measured} ({detail})",
-        measured=measured,
-        expected=predicted_ops,
-    )
+    expect_prediction("ATen ops eager dispatches for gelu_tanh(x)", predicted_ops, measured, detail)
     return f"eager dispatched {measured} ops: {detail}"
 
 
