@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .environment import Environment, device, environment, setup
+from .runtime import Environment, device, environment, setup
 from .plots import figure
 from .result import Result, Status
 from .timing import Timing, benchmark, timeline

@@ -30,6 +30,8 @@ _BEGIN = re.compile(r"^(?P<indent>\s*)#\s*BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*#\s*END SOLUTION\s*$")
 STUB_ERROR = 'raise NotImplementedError("your code here")'
 KEEP_CELL_METADATA = ("tags",)
+# Output comparison only makes sense where outputs are kept: starters drop this nbval tag.
+SOLUTION_ONLY_TAGS = ("nbval-check-output",)
 
 
 class BuildError(ValueError):
@@ -101,6 +103,11 @@ def starter(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
             metadata=nbformat.NotebookNode({k: cell.metadata[k] for k in KEEP_CELL_METADATA if k in cell.metadata}),
             source=cell.source,
         )
+        tags = [t for t in new.metadata.get("tags", []) if t not in SOLUTION_ONLY_TAGS]
+        if tags:
+            new.metadata.tags = tags
+        else:
+            new.metadata.pop("tags", None)
         if cell.cell_type == "code":
             new.source = strip_solutions(cell.source, f"{name}, cell {index}")
             new.outputs = []

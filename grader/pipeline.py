@@ -98,7 +98,7 @@ def _grader_extract(names, path):
             found[name] = ("unpicklable", f"{type(e).__name__}: {e}"[:300])
     with open(path, "wb") as f:
         pickle.dump(found, f)
-_grader_extract({names!r}, {path!r})
+_grader_extract(NAMES, PATH)
 del _grader_extract
 '''
 
@@ -134,7 +134,8 @@ def execute_and_extract(
     )
     deadline = time.monotonic() + notebook_timeout
     try:
-        with client.setup_kernel(env={**os.environ, **(env or {})}, cwd=str(workdir)):
+        # The kernel's stderr (connection chatter) is not the learner's output: outputs come over iopub.
+        with client.setup_kernel(env={**os.environ, **(env or {})}, cwd=str(workdir), stderr=subprocess.DEVNULL):
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
@@ -156,8 +157,11 @@ def execute_and_extract(
                 ):
                     problems.append(f"cell {index} ran past {client.timeout} s")
             client.timeout = int(max(30, cell_timeout))
-            extract = nbformat.v4.new_code_cell(EXTRACT.format(names=names, path=str(answers_file)))
-            client.execute_cell(extract, len(nb.cells))
+            code = EXTRACT.replace("NAMES", repr(names)).replace("PATH", repr(str(answers_file)))
+            extract = nbformat.v4.new_code_cell(code)
+            nb.cells.append(extract)
+            client.execute_cell(extract, len(nb.cells) - 1)
+            nb.cells.pop()
     except DeadKernelError:
         problems.append("the kernel died (the notebook crashed Python or ran out of memory)")
     except Exception as e:
@@ -185,7 +189,9 @@ def check_answers(
     pending = [ex.id for ex in exercises]
     while pending:
         cmd = [sys.executable, "-m", "grader.worker", str(answers_file), *pending]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, **(env or {})})
+        errors = answers_file.with_suffix(".stderr")
+        with open(errors, "w") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, **(env or {})})
         current = pending[0]
         started = time.monotonic()
         import selectors
@@ -219,7 +225,11 @@ def check_answers(
         sel.close()
         if finished and current not in results and proc.returncode != 0:
             ex = registry.get(current)
-            results[current] = Result(current, Status.ERROR, 0, ex.points, f"the check's process died (exit code {proc.returncode}) while running your code")
+            last = (errors.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
+            results[current] = Result(
+                current, Status.ERROR, 0, ex.points,
+                f"the check's process died (exit code {proc.returncode}) while running your code: {last}",
+            )
         pending = [i for i in pending if i not in results]
     return [results[ex.id] for ex in exercises]
 
@@ -235,7 +245,7 @@ def run_notebook(
 ) -> NotebookReport:
     started = time.monotonic()
     path = Path(path)
-    report = NotebookReport(path.name)
+    report = NotebookReport(str(path))
     try:
         nb, lesson = load(path)
     except LoadError as e:

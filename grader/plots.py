@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .environment import environment
+from .runtime import environment
 
 
 def figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bool = False, size=(7.5, 4.2)):

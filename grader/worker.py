@@ -11,11 +11,11 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from . import environment, registry
+    from . import registry, runtime
     from .checking import run_check
     from .result import Result, Status
 
-    environment.quiet()
+    runtime.quiet()
     answers_file, ids = argv[0], argv[1:]
     with open(answers_file, "rb") as f:
         found = pickle.load(f)
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
         if problem:
             result = Result(ex.id, problem[0], 0, ex.points, problem[1])
         else:
-            environment.seed(0)
+            runtime.seed(0)
             result = run_check(ex, answers)
         out.write(json.dumps(result.to_dict()) + "\n")
         out.flush()
