@@ -30,9 +30,12 @@ lab: setup
 build: setup
 	$(PY) -m grader build
 
-# The whole suite: grader unit tests, registry and build checks, two-way truth, nbval over both copies.
+# The whole suite: grader unit tests, registry and build checks, two-way truth, and nbval over both
+# copies (--nbval-lax: only cells tagged nbval-check-output, the check cells, compare their output).
+NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
 test: setup
-	$(PY) -m pytest -n $(JOBS) --dist loadfile tests
+	$(PY) -m grader build --check
+	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests solutions notebooks
 
 # Everything but whole-notebook execution.
 test-fast: setup

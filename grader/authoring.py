@@ -13,6 +13,7 @@ cleared, and a first cell says the file is generated.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
@@ -25,7 +26,6 @@ SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
 
 _LINE = re.compile(r"^(?P<indent>\s*)(?P<body>.*?)\s*#\s*SOLUTION\s*$")
-_ASSIGN = re.compile(r"^(?P<target>[A-Za-z_][\w\s,\[\]\.\"'\(\)]*?)\s*(?P<op>=|:[^=]+=)\s*(?!=)")
 _BEGIN = re.compile(r"^(?P<indent>\s*)#\s*BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*#\s*END SOLUTION\s*$")
 STUB_ERROR = 'raise NotImplementedError("your code here")'
@@ -36,6 +36,17 @@ SOLUTION_ONLY_TAGS = ("nbval-check-output",)
 
 class BuildError(ValueError):
     pass
+
+
+def _assignment_target(statement: str) -> str | None:
+    """``"x: int = f(3)"`` -> ``"x: int ="``; None when the line is not a single assignment."""
+    try:
+        tree = ast.parse(statement)
+    except SyntaxError:
+        return None
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.Assign, ast.AnnAssign)) or tree.body[0].value is None:
+        return None
+    return statement[: tree.body[0].value.col_offset].rstrip()
 
 
 def strip_solutions(source: str, where: str = "cell") -> str:
@@ -65,8 +76,8 @@ def strip_solutions(source: str, where: str = "cell") -> str:
             indent, body = m["indent"], m["body"]
             if body.startswith("return ") or body == "return":
                 out.append(f"{indent}{STUB_ERROR}")
-            elif a := _ASSIGN.match(body):
-                out.append(f"{indent}{a['target'].rstrip()} {a['op']} ...  # your answer")
+            elif (lhs := _assignment_target(body)) is not None:
+                out.append(f"{indent}{lhs} ...  # your answer")
             else:
                 raise BuildError(
                     f"{where}, line {number}: `# SOLUTION` must end an assignment or a return, not {body!r}"

@@ -1,0 +1,83 @@
+"""build: solution markers become runnable stubs; --check catches drift."""
+import json
+
+import nbformat
+import pytest
+
+from grader.authoring import BuildError, build, dumps, starter, strip_solutions
+
+
+def test_line_markers():
+    assert strip_solutions("answer = 42  # SOLUTION") == "answer = ...  # your answer"
+    assert strip_solutions("    x: int = f(3)  # SOLUTION") == "    x: int = ...  # your answer"
+    assert strip_solutions("    return a + b  # SOLUTION") == '    raise NotImplementedError("your code here")'
+    with pytest.raises(BuildError, match="assignment or a return"):
+        strip_solutions("print(1)  # SOLUTION")
+
+
+def test_block_markers_keep_the_signature():
+    src = "def f(x):\n    '''doc'''\n    # BEGIN SOLUTION\n    y = x + 1\n    return y\n    # END SOLUTION\n"
+    out = strip_solutions(src)
+    assert "x + 1" not in out and "def f(x):" in out and "'''doc'''" in out
+    ns = {}
+    exec(out, ns)
+    with pytest.raises(NotImplementedError):
+        ns["f"](1)
+
+
+@pytest.mark.parametrize("src, match", [
+    ("# BEGIN SOLUTION\nx = 1\n# END SOLUTION", "top-level"),
+    ("def f():\n    # BEGIN SOLUTION\n    return 1\n", "without END"),
+    ("def f():\n    return 1\n    # END SOLUTION", "without BEGIN"),
+])
+def test_bad_markers_are_refused(src, match):
+    with pytest.raises(BuildError, match=match):
+        strip_solutions(src)
+
+
+def make_solution(folder, body="answer = 42  # SOLUTION"):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Title", id="a"),
+        nbformat.v4.new_code_cell(body, id="b", metadata={"tags": ["nbval-check-output"]},
+                                  outputs=[nbformat.v4.new_output("stream", text="42")], execution_count=3),
+    ])
+    folder.mkdir(exist_ok=True)
+    nbformat.write(nb, str(folder / "00_x.ipynb"))
+
+
+def test_build_writes_marked_clean_starters_and_check_detects_drift(tmp_path):
+    sol, out = tmp_path / "solutions", tmp_path / "notebooks"
+    make_solution(sol)
+    assert build(sol, out, check=True).stale == ["00_x.ipynb"]
+    assert build(sol, out).written == ["00_x.ipynb"]
+    nb = json.loads((out / "00_x.ipynb").read_text())
+    assert "Generated file" in nb["cells"][0]["source"] and "solutions/00_x.ipynb" in nb["cells"][0]["source"]
+    code = nb["cells"][2]
+    assert code["source"] == "answer = ...  # your answer"
+    assert code["outputs"] == [] and code["execution_count"] is None
+    assert "tags" not in code["metadata"]
+    assert build(sol, out, check=True).stale == []
+    make_solution(sol, "answer = 43  # SOLUTION")
+    (out / "99_extra.ipynb").write_text((out / "00_x.ipynb").read_text())
+    report = build(sol, out, check=True)
+    assert report.stale == [] and report.extra == ["99_extra.ipynb"]  # the stub does not show the answer
+    make_solution(sol, "answer = 43  # SOLUTION\nprint(answer)")
+    assert build(sol, out, check=True).stale == ["00_x.ipynb"]
+
+
+def test_malformed_notebook_is_a_clear_build_error(tmp_path):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "00_x.ipynb").write_text("{ not json")
+    with pytest.raises(BuildError, match="not a readable notebook"):
+        build(tmp_path / "s", tmp_path / "n")
+
+
+def test_repository_notebooks_are_up_to_date():
+    report = build(check=True)
+    assert report.stale == [] and report.extra == [], "run `python -m grader build`"
+
+
+def test_dumps_is_deterministic(tmp_path):
+    make_solution(tmp_path)
+    nb = nbformat.read(str(tmp_path / "00_x.ipynb"), as_version=4)
+    assert dumps(starter(nb, "00_x.ipynb")) == dumps(starter(nb, "00_x.ipynb"))

@@ -1,0 +1,88 @@
+"""check(): statuses, messages, and that learner mistakes never surface as grader tracebacks."""
+import torch
+
+import grader
+from grader import registry
+from grader.checking import CheckFailed, run_check
+from grader.result import Result, Status
+
+
+def test_passing_and_failing_answers():
+    assert grader.check("00.predict_dtype", torch.float32).status is Status.PASSED
+    r = grader.check("00.predict_dtype", torch.int64)
+    assert r.status is Status.FAILED and r.points == 0
+    assert "torch.int64" in r.message and "torch.float32" in r.message
+
+
+def test_ellipsis_and_not_implemented_are_not_attempted():
+    assert grader.check("00.predict_shape", ...).status is Status.NOT_ATTEMPTED
+
+    def stub(x, scale, shift):
+        raise NotImplementedError("your code here")
+
+    r = grader.check("00.warmup", stub)
+    assert r.status is Status.NOT_ATTEMPTED and "scale_shift" in r.message
+
+
+def test_learner_crash_and_wrong_type_are_clear_failures():
+    r = grader.check("00.warmup", lambda x, s, b: 1 / 0)
+    assert r.status is Status.FAILED and "ZeroDivisionError" in r.message
+    r = grader.check("00.warmup", 42)
+    assert r.status is Status.FAILED and "should be a function" in r.message
+    r = grader.check("00.predict_shape", "8, 5, 3")
+    assert r.status is Status.FAILED and "tuple" in r.message
+
+
+def test_wrong_number_of_answers():
+    r = grader.check("00.warmup")
+    assert r.status is Status.FAILED and "takes 1 answer" in r.message
+
+
+def test_unknown_id_is_an_error_result_not_an_exception():
+    r = grader.check("99.nope", 1)
+    assert r.status is Status.ERROR and "no exercise" in r.message
+
+
+def test_a_bug_in_a_check_is_reported_as_grader_error(monkeypatch):
+    ex = registry.get("00.warmup")
+    monkeypatch.setattr("grader.checks.lesson00.warmup", lambda fn: {}["boom"])
+    r = run_check(ex, [lambda *a: None])
+    assert r.status is Status.ERROR and "check itself failed" in r.message
+
+
+def test_partial_credit(monkeypatch):
+    ex = registry.get("01.traffic_model")
+
+    def half(fn):
+        raise CheckFailed("one stage of two", fraction=0.5)
+
+    monkeypatch.setattr("grader.checks.lesson01.traffic_model", half)
+    r = run_check(ex, [lambda *a: None])
+    assert r.status is Status.FAILED and r.points == ex.points / 2
+
+
+def test_result_renders_as_one_line_and_html():
+    r = Result("01.x", Status.FAILED, 0, 2, "measured <3>", measured="3", expected="4")
+    assert str(r) == "01.x: failed (0/2) - measured <3>"
+    assert "\n" not in str(r)
+    html = r._repr_html_()
+    assert "&lt;3&gt;" in html and "<code>4</code>" in html
+    assert str(Result("01.x", Status.PASSED, 2, 2, "fine")) == "01.x: passed (2/2)"
+    assert Result.from_dict(r.to_dict()) == r
+
+
+def test_progress_keeps_the_best_result_and_survives_damage(tmp_path, monkeypatch):
+    from grader import tracking
+
+    monkeypatch.setenv("GRADER_HOME", str(tmp_path))
+    grader.check("00.predict_dtype", torch.float32)
+    grader.check("00.predict_dtype", torch.int64)  # a later failure does not erase the pass
+    p = grader.progress("00")
+    assert ("00", "00.predict_dtype", 1.0, 1.0, "passed") in p.rows
+    assert "1/3 points" in str(p)
+    (tmp_path / "progress.json").write_text("{not json")
+    assert grader.progress("00").score == 0  # damaged file set aside, not a crash
+    assert list(tmp_path.glob("progress.damaged-*.json"))
+    assert "<table>" in p._repr_html_()
+    assert "Did you mean" in grader.hint("00.warmpu")
+    assert "x * scale + shift" in grader.hint("00.warmup")

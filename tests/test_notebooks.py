@@ -1,0 +1,52 @@
+"""Two-way truth through the real pipeline: every solution scores full marks, every starter runs top
+to bottom and scores 0 with each exercise "not attempted". Plus hygiene of the committed outputs."""
+import re
+
+import nbformat
+import pytest
+
+from grader import registry
+from grader.authoring import NOTEBOOKS, SOLUTIONS
+from grader.pipeline import run_notebook
+from grader.result import Status
+
+LESSONS = list(registry.lessons().values())
+pytestmark = pytest.mark.notebooks
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.number)
+def test_solution_scores_full_marks(lesson):
+    report = run_notebook(SOLUTIONS / lesson.notebook)
+    assert not report.problems, report.problems
+    assert [r.id for r in report.results] == [e.id for e in registry.exercises(lesson.number)]
+    assert all(r.status is Status.PASSED for r in report.results), str(report)
+    assert report.score == report.max_score > 0
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.number)
+def test_starter_runs_and_scores_zero(lesson):
+    report = run_notebook(NOTEBOOKS / lesson.notebook)
+    assert not report.problems, report.problems  # runs top to bottom
+    assert [r.id for r in report.results] == [e.id for e in registry.exercises(lesson.number)]
+    assert all(r.status is Status.NOT_ATTEMPTED for r in report.results), str(report)
+    assert report.score == 0
+
+
+ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
+FORBIDDEN = (ADDRESS, re.compile(r"/tmp/|/home/|/root/"), re.compile(r"Warning:|Traceback"))
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.number)
+def test_committed_solution_outputs_are_clean_and_keep_plots(lesson):
+    nb = nbformat.read(str(SOLUTIONS / lesson.notebook), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code if c.source.strip()), "solutions are saved fully executed"
+    for c in code:
+        for out in c.outputs:
+            assert out.output_type != "error", c.source[:80]
+            assert out.get("name") != "stderr", f"stderr output in cell: {c.source[:80]}"
+            text = out.get("text", "") + str(out.get("data", {}).get("text/plain", ""))
+            for pattern in FORBIDDEN:
+                assert not pattern.search(text), f"{pattern.pattern!r} in output of: {c.source[:80]}"
+        if "grader.figure(" in c.source:
+            assert any("image/png" in o.get("data", {}) for o in c.outputs), f"plot lost: {c.source[:80]}"

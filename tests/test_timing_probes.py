@@ -1,0 +1,72 @@
+"""The timing helper and the shared probes measure what they claim."""
+import time
+
+import torch
+
+from grader import probes
+from grader.timing import Timing, benchmark, format_seconds, timeline
+
+
+def spin(seconds):
+    def fn():
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+    return fn
+
+
+def test_benchmark_reports_the_median_of_a_known_duration():
+    t = benchmark(spin(0.003), min_run_time=0.1)
+    assert isinstance(t, Timing) and t.runs >= 3
+    assert 0.0029 < t.median < 0.0045
+    assert "ms" in str(t)
+
+
+def test_benchmark_warms_up_before_measuring():
+    calls = []
+
+    def slow_first():
+        if not calls:
+            time.sleep(0.2)
+        calls.append(1)
+
+    assert benchmark(slow_first, warmup=1, min_run_time=0.05).median < 0.05
+
+
+def test_timeline_times_each_call_in_order():
+    times = timeline(lambda s: spin(s)(), [(0.02,), (0.001,), (0.001,)])
+    assert len(times) == 3 and times[0] > 5 * times[1]
+
+
+def test_format_seconds():
+    assert format_seconds(0.0123) == "12.3 ms" and format_seconds(2e-6) == "2 µs"
+
+
+def test_aten_ops_and_bytes_moved():
+    x = torch.randn(1000)
+    chain = lambda t: torch.relu(t * 2 + 1)
+    assert probes.aten_ops(chain, x) == {"mul": 1, "add": 1, "relu": 1}
+    tr = probes.bytes_moved(chain, x)
+    assert (tr.unfused, tr.fused, tr.ops) == (3 * 2 * 4000, 2 * 4000, 3)
+
+
+def test_graph_breaks_counts_an_explicit_break():
+    def f(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x * 2
+
+    b = probes.graph_breaks(f, torch.randn(4))
+    assert (b.graphs, b.breaks) == (2, 1) and len(b.reasons) == 1
+
+
+def test_count_compiles_sees_recompiles():
+    backend = probes.count_compiles(lambda x: x.sin(), [(torch.randn(4),), (torch.randn(4),), (torch.randn(4, dtype=torch.float64),)])
+    assert backend.compiles == 2 and backend.ops >= 2
+
+
+def test_compare_finds_differences_on_fresh_inputs():
+    make = lambda g: (torch.randn(5, generator=g),)
+    assert probes.compare(torch.sin, torch.sin, make) is None
+    problem = probes.compare(torch.sin, torch.cos, make)
+    assert problem and "shape (5,)" in problem
