@@ -76,7 +76,7 @@ def call(fn: Callable, *args: Any, name: str = "your function", **kwargs: Any) -
         raise NotAttempted(f"`{name}` still raises NotImplementedError: replace the starter code") from e
     except (CheckFailed, NotAttempted):
         raise
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # SystemExit too: learner code must not end the check quietly
         raise CheckFailed(f"calling `{name}` raised {type(e).__name__}: {_short(e)}") from e
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import subprocess
 import sys
 import tempfile
@@ -194,11 +195,8 @@ def check_answers(
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, **(env or {})})
         current = pending[0]
         started = time.monotonic()
-        import selectors
-
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
-        buffer = ""
         finished = False
         while not finished:
             left = timeout - (time.monotonic() - started)
@@ -213,9 +211,9 @@ def check_answers(
             if not chunk:
                 finished = True
                 break
-            buffer = chunk.strip()
-            if buffer.startswith("{"):
-                result = Result.from_dict(json.loads(buffer))
+            line = chunk.strip()
+            if line.startswith("{"):
+                result = Result.from_dict(json.loads(line))
                 results[result.id] = result
                 done = set(results)
                 remaining = [i for i in pending if i not in done]
@@ -223,7 +221,7 @@ def check_answers(
                     current, started = remaining[0], time.monotonic()
         proc.wait()
         sel.close()
-        if finished and current not in results and proc.returncode != 0:
+        if finished and current not in results:  # the worker ended without judging `current`
             ex = registry.get(current)
             last = (errors.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
             results[current] = Result(
