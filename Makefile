@@ -25,7 +25,7 @@ $(STAMP): constraints.txt pyproject.toml
 	@touch $(STAMP)
 
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 build: setup
 	$(PY) -m grader build
