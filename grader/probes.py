@@ -95,6 +95,7 @@ class CountingBackend:
     """A torch.compile backend that records every FX graph it is given and runs it unchanged."""
 
     graphs: list[torch.fx.GraphModule] = field(default_factory=list)
+    compiled_at: list[int] = field(default_factory=list)  # 1-based calls that compiled (count_compiles)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         self.graphs.append(gm)
@@ -110,13 +111,17 @@ class CountingBackend:
 
 
 def count_compiles(fn: Callable, calls: Iterable[Sequence[Any]], **compile_kwargs: Any) -> CountingBackend:
-    """Compile ``fn`` with a counting backend, make each call in order, and return the backend."""
+    """Compile ``fn`` with a counting backend, make each call in order, and return the backend
+    (``.compiles``, ``.ops``, and ``.compiled_at``: the 1-based calls during which a graph compiled)."""
     torch._dynamo.reset()
     backend = CountingBackend()
     compiled = torch.compile(fn, backend=backend, **compile_kwargs)
     try:
-        for args in calls:
+        for number, args in enumerate(calls, 1):
+            before = backend.compiles
             compiled(*args)
+            if backend.compiles > before:
+                backend.compiled_at.append(number)
     finally:
         torch._dynamo.reset()
     return backend

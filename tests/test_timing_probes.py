@@ -63,6 +63,7 @@ def test_graph_breaks_counts_an_explicit_break():
 def test_count_compiles_sees_recompiles():
     backend = probes.count_compiles(lambda x: x.sin(), [(torch.randn(4),), (torch.randn(4),), (torch.randn(4, dtype=torch.float64),)])
     assert backend.compiles == 2 and backend.ops >= 2
+    assert backend.compiled_at == [1, 3]
 
 
 def test_compare_finds_differences_on_fresh_inputs():

@@ -22,19 +22,8 @@ def scaled_tanh(x):
 
 def compiling_calls() -> list[int]:
     """1-based indices of the calls in CALLS during which Dynamo compiled a graph (default settings)."""
-    torch._dynamo.reset()
-    backend = probes.CountingBackend()
-    fn = torch.compile(scaled_tanh, backend=backend)
-    compiled_at = []
-    try:
-        for index, (shape, dtype) in enumerate(CALLS, 1):
-            before = backend.compiles
-            fn(torch.randn(shape, dtype=dtype))
-            if backend.compiles > before:
-                compiled_at.append(index)
-    finally:
-        torch._dynamo.reset()
-    return compiled_at
+    calls = [(torch.randn(shape, dtype=dtype),) for shape, dtype in CALLS]
+    return probes.count_compiles(scaled_tanh, calls).compiled_at
 
 
 def predict_compiles(predicted_compiling_calls):
