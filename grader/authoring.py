@@ -49,11 +49,31 @@ def _assignment_target(statement: str) -> str | None:
     return statement[: tree.body[0].value.col_offset].rstrip()
 
 
+def _statement_end(lines: list[str], first: int) -> tuple[int, str] | None:
+    """The 1-based last line and dedented text of the statement that starts on line ``first``."""
+    import textwrap
+
+    head = _LINE.match(lines[first - 1])["body"]
+    indent = len(lines[first - 1]) - len(lines[first - 1].lstrip())
+    for last in range(first + 1, len(lines) + 1):
+        text = "\n".join([head] + [l[indent:] for l in lines[first:last]])
+        try:
+            ast.parse(textwrap.dedent(text))
+        except SyntaxError:
+            continue
+        return last, text
+    return None
+
+
 def strip_solutions(source: str, where: str = "cell") -> str:
     """The learner's version of one code cell's source."""
     out: list[str] = []
     block_indent: str | None = None
-    for number, line in enumerate(source.split("\n"), 1):
+    lines = source.split("\n")
+    skip_until = 0
+    for number, line in enumerate(lines, 1):
+        if number <= skip_until:  # continuation lines of a multi-line `# SOLUTION` assignment
+            continue
         if block_indent is not None:
             if _END.match(line):
                 block_indent = None
@@ -78,6 +98,9 @@ def strip_solutions(source: str, where: str = "cell") -> str:
                 out.append(f"{indent}{STUB_ERROR}")
             elif (lhs := _assignment_target(body)) is not None:
                 out.append(f"{indent}{lhs} ...  # your answer")
+            elif (end := _statement_end(lines, number)) and (lhs := _assignment_target(end[1])) is not None:
+                out.append(f"{indent}{lhs} ...  # your answer")  # a multi-line value, marked on its first line
+                skip_until = end[0]
             else:
                 raise BuildError(
                     f"{where}, line {number}: `# SOLUTION` must end an assignment or a return, not {body!r}"

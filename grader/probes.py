@@ -163,3 +163,53 @@ def compare(
             shapes = ", ".join(str(tuple(t.shape)) for t in inputs if isinstance(t, torch.Tensor))
             return f"on random inputs of shape {shapes}: {first}"
     return None
+
+
+# --- logs -----------------------------------------------------------------------------------------
+
+class LogCapture:
+    """What ``TORCH_LOGS`` would print, captured instead of going to stderr (see ``torch_logs``)."""
+
+    def __init__(self):
+        import io
+
+        self.stream = io.StringIO()
+
+    @property
+    def text(self) -> str:
+        return self.stream.getvalue()
+
+    def lines(self, pattern: str = "") -> list[str]:
+        return [line for line in self.text.splitlines() if pattern in line]
+
+
+def torch_logs(**artifacts: bool):
+    """``with torch_logs(graph_breaks=True) as log: ...`` then ``log.text``: the log as text.
+
+    Uses ``torch._logging.set_logs`` (the API behind ``TORCH_LOGS``) and swaps torch's stderr handler
+    for one writing to a string, restoring both afterwards.
+    """
+    import contextlib
+    import logging
+
+    @contextlib.contextmanager
+    def capture():
+        torch._logging.set_logs(**artifacts)
+        capture = LogCapture()
+        handler = logging.StreamHandler(capture.stream)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        # set_logs gives each torch logger it configures a stderr handler of its own: swap them all.
+        loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict) if name.startswith("torch")]
+        saved = {lg: list(lg.handlers) for lg in loggers if lg.handlers}
+        for lg in saved:
+            lg.handlers = [handler]
+        try:
+            yield capture
+        finally:
+            for lg, handlers in saved.items():
+                lg.handlers = handlers
+            from .runtime import quiet
+
+            quiet()  # set_logs replaced every level: go back to the course's quiet settings
+
+    return capture()

@@ -73,8 +73,8 @@ def quiet() -> None:
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     for category, pattern in _KNOWN_WARNINGS:
         warnings.filterwarnings("ignore", message=pattern, category=category)
-    for name in ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    # Dynamo's advice-as-warning (e.g. on every `.item()` break) is what the lessons teach explicitly.
+    torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
 
 
 def seed(value: int = 0) -> None:

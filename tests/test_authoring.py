@@ -11,6 +11,8 @@ def test_line_markers():
     assert strip_solutions("answer = 42  # SOLUTION") == "answer = ...  # your answer"
     assert strip_solutions("    x: int = f(3)  # SOLUTION") == "    x: int = ...  # your answer"
     assert strip_solutions("    return a + b  # SOLUTION") == '    raise NotImplementedError("your code here")'
+    multi = 'x = 1\nanswer = {  # SOLUTION\n    "a": (1, 0),\n    "b": [2,\n          3],\n}\nprint(answer)'
+    assert strip_solutions(multi) == 'x = 1\nanswer = ...  # your answer\nprint(answer)'
     with pytest.raises(BuildError, match="assignment or a return"):
         strip_solutions("print(1)  # SOLUTION")
 

@@ -1,0 +1,116 @@
+"""Checks for lesson 03: graph breaks. The snippets live here once; the lesson displays them."""
+from __future__ import annotations
+
+import torch
+
+from .. import probes
+from ..checking import CheckFailed, call, expect, expect_callable, expect_prediction, expect_type
+
+
+def pure_math(x):
+    return torch.relu(x * 2 + 1).sum()
+
+
+def two_explicit_breaks(x):
+    x = x.sin()
+    torch._dynamo.graph_break()
+    x = x.cos()
+    torch._dynamo.graph_break()
+    return x + 1
+
+
+def branch_on_data(x):
+    y = x + 1
+    if y.sum() > 0:
+        return y * 2
+    return y - 1
+
+
+def prints_a_shape(x):
+    print("shape:", tuple(x.shape))
+    return x * 2
+
+
+def through_numpy(x):
+    return torch.tensor(x.numpy().tolist()) + 1
+
+
+SNIPPETS = {f.__name__: f for f in (pure_math, two_explicit_breaks, branch_on_data, prints_a_shape, through_numpy)}
+
+
+def measured_breaks(fn, x=None) -> tuple[int, int]:
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):  # the snippets' own prints are not the check's output
+        b = probes.graph_breaks(fn, torch.randn(8) if x is None else x)
+    return b.graphs, b.breaks
+
+
+def predict_breaks(predicted_breaks):
+    expect_type("predicted_breaks", predicted_breaks, dict)
+    wrong, right = [], 0
+    for name, fn in SNIPPETS.items():
+        truth = measured_breaks(fn)
+        guess = predicted_breaks.get(name)
+        if guess is not None and tuple(guess) == truth:
+            right += 1
+        else:
+            wrong.append(f"{name}: you said {guess!r}, explain measured {truth}")
+    if wrong:
+        raise CheckFailed(
+            f"{right}/{len(SNIPPETS)} snippets right; " + "; ".join(wrong),
+            fraction=right / len(SNIPPETS),
+        )
+    return "every (graphs, breaks) pair matches torch._dynamo.explain"
+
+
+def branchy(x):
+    """The function of exercise 03.zero_breaks: two graph breaks (an .item() and a data-dependent if)."""
+    scale = x.abs().max().item()
+    if x.sum() > 0:
+        y = x / scale
+    else:
+        y = -x * 2
+    return y + 1
+
+
+def zero_breaks(fixed):
+    expect_callable("fixed", fixed)
+
+    def inputs(gen):
+        x = torch.randn(6, 5, generator=gen)
+        return (x.abs() if torch.rand((), generator=gen) < 0.5 else -x.abs(),)
+
+    gen = probes.fresh_generator()
+    both = [(torch.randn(6, 5, generator=gen).abs(),), (-torch.randn(6, 5, generator=gen).abs(),)]
+    for (x,) in both:  # one input per branch first, then random ones
+        problem = probes.compare(branchy, fixed, lambda g, x=x: (x.clone(),), trials=1, name="fixed")
+        expect(problem is None, f"`fixed` differs from `branchy` {problem}")
+    problem = probes.compare(branchy, fixed, inputs, trials=6, name="fixed")
+    expect(problem is None, f"`fixed` differs from `branchy` {problem}")
+    graphs, breaks = measured_breaks(fixed, both[0][0])
+    expect(breaks == 0, f"torch._dynamo.explain still finds {breaks} graph break(s) in `fixed`", measured=breaks, expected=0)
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(fixed, backend="eager", fullgraph=True)
+        for (x,) in both:
+            out = call(compiled, x, name="torch.compile(fixed, fullgraph=True)")
+            torch.testing.assert_close(out, branchy(x))
+    finally:
+        torch._dynamo.reset()
+    return "zero graph breaks, compiles with fullgraph=True, and matches on both branches"
+
+
+def scalar_fn(x):
+    return x * x.sum().item()
+
+
+def predict_scalar_capture(predicted_default, predicted_captured):
+    for name, value in (("predicted_default", predicted_default), ("predicted_captured", predicted_captured)):
+        expect_type(name, value, tuple)
+    default = measured_breaks(scalar_fn)
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        captured = measured_breaks(scalar_fn)
+    expect_prediction("(graphs, breaks) of scalar_fn by default", tuple(predicted_default), default)
+    expect_prediction("(graphs, breaks) with capture_scalar_outputs=True", tuple(predicted_captured), captured)
