@@ -1,0 +1,114 @@
+"""Checks for lesson 04: guards and recompilation. Call sequences live here once; the lesson shows them."""
+from __future__ import annotations
+
+import random
+
+import torch
+
+from .. import probes
+from ..checking import CheckFailed, call, expect, expect_callable, expect_prediction, expect_type
+
+
+def scaled(x, k):
+    return x * k + 1
+
+
+# Exercise 04.predict_compiles: (shape of x, dtype of x, k) for each call of torch.compile(scaled).
+CALLS = (
+    ((4,), torch.float32, 2),
+    ((4,), torch.float32, 2),
+    ((4,), torch.float32, 3),
+    ((8,), torch.float32, 3),
+    ((16,), torch.float32, 3),
+    ((16,), torch.float64, 3),
+    ((1,), torch.float32, 3),
+)
+
+
+def compiles_for_calls() -> int:
+    calls = [(torch.randn(shape, dtype=dtype), k) for shape, dtype, k in CALLS]
+    return probes.count_compiles(scaled, calls).compiles
+
+
+def predict_compiles(predicted_compiles):
+    expect_type("predicted_compiles", predicted_compiles, int)
+    expect_prediction("compiles over the seven calls", predicted_compiles, compiles_for_calls())
+
+
+def _layer(x):
+    return torch.tanh(x @ x.T).sum(dim=1) * 0.5 + x.mean(dim=1)
+
+
+def two_compiles(make_fast):
+    expect_callable("make_fast", make_fast)
+    sizes = list(range(1, 65))
+    rng = random.Random(probes.fresh_generator().initial_seed())
+    rng.shuffle(sizes)
+    if sizes.index(1) < 2:  # batch 1 must come after two other sizes, as in production traffic
+        sizes.remove(1)
+        sizes.insert(rng.randint(2, len(sizes)), 1)
+    torch._dynamo.reset()
+    backend = probes.CountingBackend()
+    fast = call(make_fast, _layer, backend, name="make_fast")
+    expect_callable("make_fast(fn, backend)", fast)
+    gen = probes.fresh_generator()
+    try:
+        inputs = {n: torch.randn(n, 6, generator=gen) for n in sizes}
+        for n in sizes:
+            out = call(fast, inputs[n], name="the function make_fast returned")
+            expect(torch.allclose(out, _layer(inputs[n]), atol=1e-5), f"outputs differ from the original at batch {n}")
+        expect(
+            backend.compiles >= 1,
+            "the backend passed to make_fast never received a graph: compile `fn` with `backend=backend`",
+        )
+        expect(
+            backend.compiles <= 2,
+            f"{backend.compiles} compiles across batch sizes 1..64 (in the order {sizes[:6]}...); at most 2 allowed",
+            measured=backend.compiles,
+            expected="<= 2",
+        )
+        torch.compiler.set_stance("fail_on_recompile")
+        try:
+            for n in sizes:
+                call(fast, inputs[n], name="the compiled function under fail_on_recompile")
+        finally:
+            torch.compiler.set_stance("default")
+    finally:
+        torch._dynamo.reset()
+    return "at most two compiles for batch sizes 1..64, equal outputs, no recompiles after warm-up"
+
+
+# Exercise 04.name_the_guard: two calls of torch.compile(scaled); the second recompiles. Which guard failed?
+GUARD_CHOICES = ("shape", "dtype", "requires_grad", "python constant", "device")
+
+
+def guard_pair():
+    x = torch.randn(4, 8)
+    return (x, 2), (torch.randn(4, 8, requires_grad=True), 2)
+
+
+def _what_changed(first, second) -> list[str]:
+    (a, ka), (b, kb) = first, second
+    changed = []
+    if a.shape != b.shape:
+        changed.append("shape")
+    if a.dtype != b.dtype:
+        changed.append("dtype")
+    if a.requires_grad != b.requires_grad:
+        changed.append("requires_grad")
+    if ka != kb:
+        changed.append("python constant")
+    if a.device != b.device:
+        changed.append("device")
+    return changed
+
+
+def name_the_guard(failed_guard):
+    expect_type("failed_guard", failed_guard, str)
+    expect(failed_guard in GUARD_CHOICES, f"answer one of {GUARD_CHOICES}, not {failed_guard!r}")
+    first, second = guard_pair()
+    compiles = probes.count_compiles(scaled, [first, second]).compiles
+    if compiles != 2:
+        raise CheckFailed(f"the second call did not recompile on this torch ({compiles} compile): nothing to name")
+    changed = _what_changed(first, second)
+    expect_prediction("the property whose guard failed", failed_guard, changed[0] if len(changed) == 1 else changed)
