@@ -24,6 +24,7 @@ from .result import Result, Status
 CELL_TIMEOUT = 300  # seconds for one cell
 NOTEBOOK_TIMEOUT = 1200  # seconds for the whole notebook
 CHECK_TIMEOUT = 180  # seconds for one exercise's check
+STARTUP_TIMEOUT = 300  # seconds for a check worker to import torch and the grader (slow on a busy machine)
 
 
 @dataclass
@@ -194,16 +195,20 @@ def check_answers(
         with open(errors, "w") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, **(env or {})})
         current = pending[0]
-        started = time.monotonic()
+        started, ready = time.monotonic(), False
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
         finished = False
         while not finished:
-            left = timeout - (time.monotonic() - started)
+            left = (timeout if ready else STARTUP_TIMEOUT) - (time.monotonic() - started)
             if left <= 0:
                 proc.kill()
                 ex = registry.get(current)
-                results[current] = Result(current, Status.TIMEOUT, 0, ex.points, f"the check ran past {timeout:.0f} s (does your code loop forever?)")
+                message = (
+                    f"the check ran past {timeout:.0f} s (does your code loop forever?)" if ready
+                    else f"the grader's check process did not start within {STARTUP_TIMEOUT} s"
+                )
+                results[current] = Result(current, Status.TIMEOUT if ready else Status.ERROR, 0, ex.points, message)
                 break
             if not sel.select(timeout=min(left, 1.0)):
                 continue
@@ -212,7 +217,9 @@ def check_answers(
                 finished = True
                 break
             line = chunk.strip()
-            if line.startswith("{"):
+            if line == "READY":
+                ready, started = True, time.monotonic()
+            elif line.startswith("{"):
                 result = Result.from_dict(json.loads(line))
                 results[result.id] = result
                 done = set(results)
