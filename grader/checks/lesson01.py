@@ -68,18 +68,22 @@ def _spin(seconds: float):
 
 def bandwidth(bandwidth_gbs):
     expect_callable("bandwidth_gbs", bandwidth_gbs)
-    # A "kernel" whose duration the grader controls: the right answer is known without trusting any clock
-    # but perf_counter, and it does not change with load on the machine.
-    seconds = 0.002
+    # A "kernel" whose duration the grader controls. The grader also times it itself, right after the
+    # learner, so load on the machine stretches both measurements alike.
+    from ..timing import benchmark
+
+    seconds = 0.02  # long enough that scheduler preemption on a busy machine is small beside it
+    fixed_cost = _spin(seconds)
     x = torch.empty(1_000_000, dtype=torch.float32)
-    expected = 2 * x.numel() * x.element_size() / seconds / 1e9
-    got = call(bandwidth_gbs, _spin(seconds), x, name="bandwidth_gbs")
+    moved = 2 * x.numel() * x.element_size()
+    got = call(bandwidth_gbs, fixed_cost, x, name="bandwidth_gbs")
     expect_type("bandwidth_gbs(...)", got, (float, int))
+    expected = moved / benchmark(fixed_cost, x).median / 1e9
     expect(
-        0.8 * expected <= got <= 1.1 * expected,
-        f"for a pass over {x.numel():,} float32 values that takes {seconds * 1e3:g} ms, you measured "
-        f"{got:.3g} GB/s; reading and writing {2 * x.nbytes / 1e6:g} MB in that time is {expected:.3g} GB/s",
+        0.75 * expected <= got <= 1.33 * expected,
+        f"for a pass over {x.numel():,} float32 values that takes about {seconds * 1e3:g} ms, you measured "
+        f"{got:.3g} GB/s; reading and writing {moved / 1e6:g} MB at the grader's measured time is {expected:.3g} GB/s",
         measured=f"{got:.3g} GB/s",
-        expected=f"{expected:.3g} GB/s (±10-20%)",
+        expected=f"{expected:.3g} GB/s (±25%)",
     )
     return "your meter agrees with a pass whose bandwidth the grader knows"
