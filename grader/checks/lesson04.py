@@ -42,7 +42,7 @@ def _layer(x):
 def two_compiles(make_fast):
     expect_callable("make_fast", make_fast)
     sizes = list(range(1, 65))
-    rng = random.Random(probes.fresh_generator().initial_seed())
+    rng = random.Random(0)  # a fixed shuffled order: grading the same answer twice gives the same grade
     rng.shuffle(sizes)
     if sizes.index(1) < 2:  # batch 1 must come after two other sizes, as in production traffic
         sizes.remove(1)
