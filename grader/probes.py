@@ -1,13 +1,14 @@
 """Measurements the checks and lessons share. Each asks the installed torch; nothing is hard-coded.
 
 * ``aten_ops`` / ``bytes_moved``: what eager dispatches, counted with a TorchDispatchMode.
-* ``graph_breaks``: ``torch._dynamo.explain`` reduced to counts and reasons.
+* ``graph_breaks``: ``torch._dynamo.explain`` reduced to counts and reasons, plus the ``fullgraph=True`` verdict.
 * ``CountingBackend`` / ``count_compiles``: how many graphs Dynamo hands a backend, and their ops.
 * ``compare``: a candidate against a reference on fresh random inputs drawn here.
 """
 from __future__ import annotations
 
 import collections
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -73,21 +74,46 @@ def bytes_moved(fn: Callable, *args: Any) -> Traffic:
 
 @dataclass(frozen=True)
 class Breaks:
+    """What Dynamo captured for one call. ``graphs``/``breaks``/``ops``/``reasons`` are ``explain``'s
+    fields (its ``graph_break_count`` is ``graph_count - 1``, so a break that ends no graph is not
+    counted); ``fullgraph_error`` is None when ``fullgraph=True`` compiles the function, otherwise the
+    GB id of the first break it stops at (or the exception's type name): the verdict that misses none."""
+
     graphs: int
     breaks: int
     ops: int
     reasons: tuple[str, ...]
+    fullgraph_error: str | None = None
+
+    @property
+    def fullgraph_ok(self) -> bool:
+        return self.fullgraph_error is None
+
+
+def _fullgraph_error(fn: Callable, args: Sequence[Any], kwargs: dict) -> str | None:
+    torch._dynamo.reset()
+    try:
+        torch.compile(fn, backend="eager", fullgraph=True)(*args, **kwargs)
+    except torch._dynamo.exc.Unsupported as e:  # a graph break, refused
+        ids = re.findall(r"gb\d{4}", str(e))
+        return ids[0] if ids else type(e).__name__
+    except torch._dynamo.exc.UserError as e:
+        return type(e).__name__
+    finally:
+        torch._dynamo.reset()
+    return None
 
 
 def graph_breaks(fn: Callable, *args: Any, **kwargs: Any) -> Breaks:
-    """``torch._dynamo.explain(fn)(*args)``: graphs, breaks, ops, and one line per break reason."""
+    """``torch._dynamo.explain(fn)(*args)`` (graphs, breaks, ops, one line per break reason) plus the
+    ``fullgraph=True`` verdict for the same call."""
     torch._dynamo.reset()
     try:
         out = torch._dynamo.explain(fn)(*args, **kwargs)
     finally:
         torch._dynamo.reset()
     reasons = tuple(" ".join(str(getattr(r, "reason", r)).split())[:300] for r in out.break_reasons)
-    return Breaks(out.graph_count, out.graph_break_count, out.op_count, reasons)
+    return Breaks(out.graph_count, out.graph_break_count, out.op_count, reasons, _fullgraph_error(fn, args, kwargs))
 
 
 @dataclass

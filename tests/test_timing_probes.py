@@ -59,6 +59,18 @@ def test_graph_breaks_counts_an_explicit_break():
 
     b = probes.graph_breaks(f, torch.randn(4))
     assert (b.graphs, b.breaks) == (2, 1) and len(b.reasons) == 1
+    assert not b.fullgraph_ok and b.fullgraph_error.startswith("gb")
+
+
+def test_graph_breaks_fullgraph_sees_a_break_that_ends_no_graph():
+    def f(x):
+        print("side effect", end="")
+        return x * 2
+
+    b = probes.graph_breaks(f, torch.randn(4))
+    assert (b.graphs, b.breaks) == (1, 0)  # explain counts graphs - 1 ...
+    assert not b.fullgraph_ok  # ... but print is a break: fullgraph=True refuses it
+    assert probes.graph_breaks(lambda x: x * 2, torch.randn(4)).fullgraph_ok
 
 
 def test_count_compiles_sees_recompiles():
