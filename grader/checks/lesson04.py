@@ -42,7 +42,9 @@ def _layer(x):
 def two_compiles(make_fast):
     expect_callable("make_fast", make_fast)
     sizes = list(range(1, 65))
-    rng = random.Random(0)  # a fixed shuffled order: grading the same answer twice gives the same grade
+    # A fixed shuffled order: grading the same answer twice gives the same grade. (An order starting at
+    # batch 6 would cost dynamic=True a third compile: duck sizing ties the dims of a 6 x 6 batch.)
+    rng = random.Random(0)
     rng.shuffle(sizes)
     if sizes.index(1) < 2:  # batch 1 must come after two other sizes, as in production traffic
         sizes.remove(1)
