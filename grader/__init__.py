@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .runtime import Environment, device, environment, setup
+from .runtime import Environment, artifact, device, environment, setup
 from .plots import figure
 from .result import Result, Status
 from .timing import Timing, benchmark, timeline
 
 __all__ = [
-    "Environment", "Result", "Status", "Timing", "benchmark", "check", "device", "environment",
+    "Environment", "Result", "Status", "Timing", "artifact", "benchmark", "check", "device", "environment",
     "figure", "hint", "progress", "setup", "timeline",
 ]
 

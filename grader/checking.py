@@ -90,6 +90,16 @@ def expect_equal(what: str, measured: Any, expected: Any) -> None:
         raise CheckFailed(f"{what}: measured {measured!r}, expected {expected!r}", measured=repr(measured), expected=repr(expected))
 
 
+def expect_close(what: str, got: Any, want: Any, *, rtol: float | None = None, atol: float | None = None) -> None:
+    """``torch.testing.assert_close`` as a check: a mismatch is the learner's failure, not a check error."""
+    import torch
+
+    try:
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol)
+    except (AssertionError, TypeError, ValueError) as e:
+        raise CheckFailed(f"{what}: {_short(e)}") from None
+
+
 def expect_prediction(what: str, predicted: Any, measured: Any, detail: str = "") -> None:
     """For predict-then-verify exercises: the learner's prediction against what torch just did."""
     if predicted != measured:

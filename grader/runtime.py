@@ -63,6 +63,8 @@ def device() -> torch.device:
 _KNOWN_WARNINGS = (
     (UserWarning, r"TypedStorage is deprecated"),
     (UserWarning, r"The given NumPy array is not writable"),
+    # torch.export's own pytree code trips its deprecation of LeafSpec (torch 2.13): not the learner's doing.
+    (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
 )
 
 
@@ -75,6 +77,20 @@ def quiet() -> None:
         warnings.filterwarnings("ignore", message=pattern, category=category)
     # Dynamo's advice-as-warning (e.g. on every `.item()` break) is what the lessons teach explicitly.
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
+
+
+def artifact(name: str) -> "Path":
+    """A fresh path for a file a lesson writes (``.pt2``, ``.onnx``): ``artifacts/<stem>-<8 hex><suffix>``
+    under the working directory (ignored by git), unique so reruns and parallel runs never collide."""
+    import uuid
+    from pathlib import Path
+
+    stem, dot, suffix = name.rpartition(".")
+    if not dot:
+        stem, suffix = name, ""
+    folder = Path(os.environ.get("GRADER_ARTIFACTS", "artifacts"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{stem}-{uuid.uuid4().hex[:8]}{dot}{suffix}"
 
 
 def seed(value: int = 0) -> None:

@@ -10,6 +10,47 @@ import pickle
 import sys
 
 
+def _expose_globals(obj) -> None:
+    """Make ``__main__`` resolve the globals of notebook code unpickled by value.
+
+    cloudpickle gives each function a copy of the globals it uses, still named ``__main__``; Dynamo's
+    guards (for example when ``torch.cond`` traces a branch) look names up in ``sys.modules["__main__"]``,
+    which here is this worker. Copying those globals there makes them resolve as they did in the kernel.
+    """
+    import types
+
+    main = sys.modules["__main__"]
+    seen: set[int] = set()
+
+    def visit(value, depth: int = 0) -> None:
+        if id(value) in seen or depth > 3:
+            return
+        seen.add(id(value))
+        if isinstance(value, types.FunctionType):
+            if value.__globals__.get("__name__") == "__main__" and value.__globals__ is not vars(main):
+                for name, item in value.__globals__.items():
+                    if not name.startswith("__") and not hasattr(main, name):
+                        setattr(main, name, item)
+            for cell in value.__closure__ or ():
+                try:
+                    visit(cell.cell_contents, depth + 1)
+                except ValueError:  # an empty cell
+                    pass
+        elif isinstance(value, type):
+            for item in vars(value).values():
+                visit(getattr(item, "__func__", item), depth + 1)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for item in value:
+                visit(item, depth + 1)
+        elif isinstance(value, dict):
+            for item in value.values():
+                visit(item, depth + 1)
+        elif hasattr(value, "__dict__") and not isinstance(value, types.ModuleType):
+            visit(type(value), depth + 1)
+
+    visit(obj)
+
+
 def main(argv: list[str]) -> int:
     from . import registry, runtime
     from .checking import run_check
@@ -35,6 +76,7 @@ def main(argv: list[str]) -> int:
                 break
             try:
                 answers.append(pickle.loads(payload))
+                _expose_globals(answers[-1])
             except Exception as e:
                 problem = (Status.ERROR, f"`{name}` could not be loaded for grading ({type(e).__name__}: {e})"[:300])
                 break

@@ -84,3 +84,12 @@ def test_compare_finds_differences_on_fresh_inputs():
     assert probes.compare(torch.sin, torch.sin, make) is None
     problem = probes.compare(torch.sin, torch.cos, make)
     assert problem and "shape (5,)" in problem
+
+
+def test_artifact_paths_are_unique_and_in_an_ignored_folder(tmp_path, monkeypatch):
+    import grader
+
+    monkeypatch.chdir(tmp_path)
+    a, b = grader.artifact("model.onnx"), grader.artifact("model.onnx")
+    assert a != b and a.suffix == ".onnx" and a.parent.name == "artifacts" and a.parent.is_dir()
+    assert a.name.startswith("model-")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_prediction, expect_type
+from ..checking import CheckFailed, call, expect, expect_close, expect_callable, expect_prediction, expect_type
 
 # The call sequence of exercise 02.predict_compiles: (shape, dtype) of the one argument, in order.
 CALLS = (
@@ -54,7 +54,7 @@ def counting_backend(GraphCounter):
             out = call(torch.compile(fn, backend=counter), x, name="a function compiled with your backend")
         finally:
             torch._dynamo.reset()
-        torch.testing.assert_close(out, fn(x))
+        expect_close("outputs through your backend", out, fn(x))
         truth = probes.graph_breaks(fn, x)
         for attr, want in (("graphs", truth.graphs), ("ops", reference.ops)):
             got = getattr(counter, attr, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_prediction, expect_type
+from ..checking import CheckFailed, call, expect, expect_close, expect_callable, expect_prediction, expect_type
 
 
 def pure_math(x):
@@ -96,7 +96,7 @@ def zero_breaks(fixed):
         compiled = torch.compile(fixed, backend="eager", fullgraph=True)
         for (x,) in both:
             out = call(compiled, x, name="torch.compile(fixed, fullgraph=True)")
-            torch.testing.assert_close(out, branchy(x))
+            expect_close("torch.compile(fixed, fullgraph=True) against branchy", out, branchy(x))
     finally:
         torch._dynamo.reset()
     return "zero graph breaks, compiles with fullgraph=True, and matches on both branches"

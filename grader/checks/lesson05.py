@@ -1,0 +1,140 @@
+"""Checks for lesson 05: torch.export. The models live here once; the lesson shows them."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .. import probes
+from ..checking import CheckFailed, NotAttempted, call, expect, expect_callable, expect_close, expect_type
+
+
+class Scaler(nn.Module):
+    """Exercise 05.input_specs: a layer, a norm, a buffer of its own, and one user input."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 4)
+        self.norm = nn.LayerNorm(4)
+        self.register_buffer("temperature", torch.tensor(0.5))
+
+    def forward(self, x):
+        return self.norm(self.proj(x)) / self.temperature
+
+
+def input_specs_of(model: nn.Module, *args) -> list[tuple[str, str | None]]:
+    """``(kind, target)`` for each input of ``torch.export.export(model, args)``, in order."""
+    ep = torch.export.export(model, args)
+    return [(spec.kind.name, spec.target) for spec in ep.graph_signature.input_specs]
+
+
+def input_specs(predicted_specs):
+    expect_type("predicted_specs", predicted_specs, (list, tuple))
+    truth = input_specs_of(Scaler().eval(), torch.randn(3, 6))
+    guess = []
+    for item in predicted_specs:
+        expect(isinstance(item, (list, tuple)) and len(item) == 2, f"each entry should be a (kind, target) pair, not {item!r}")
+        kind, target = item
+        guess.append((str(kind).upper(), target))
+    right = sum(1 for g, t in zip(guess, truth) if g == t)
+    if guess != truth:
+        raise CheckFailed(
+            f"{right}/{len(truth)} input specs right in order; export measured {truth}",
+            measured=truth,
+            expected=guess,
+            fraction=right / max(len(truth), len(guess)),
+        )
+    return "every (kind, target) matches ep.graph_signature.input_specs, in order"
+
+
+class Head(nn.Module):
+    """Exercise 05.predict_decomposed_ops: what do these layers become after run_decompositions()?"""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)).mean(dim=0)
+
+
+def op_names(ep: torch.export.ExportedProgram) -> set[str]:
+    """ATen op names in an exported graph without namespace and overload: ``aten.addmm.default`` -> ``addmm``."""
+    names = set()
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            names.add(node.target._opname)
+    return names
+
+
+def decomposed_ops() -> set[str]:
+    return op_names(torch.export.export(Head().eval(), (torch.randn(5, 8),)).run_decompositions())
+
+
+def predict_decomposed_ops(predicted_ops):
+    expect_type("predicted_ops", predicted_ops, (set, frozenset, list, tuple))
+    guess = {str(op).split(".")[1] if str(op).startswith("aten.") else str(op) for op in predicted_ops}
+    truth = decomposed_ops()
+    if guess != truth:
+        missing, extra = sorted(truth - guess), sorted(guess - truth)
+        raise CheckFailed(
+            f"run_decompositions() gave {sorted(truth)}; missing from your set: {missing}; not in the graph: {extra}",
+            measured=sorted(truth),
+            expected=sorted(guess),
+            fraction=len(truth & guess) / len(truth | guess),
+        )
+    return "your op set matches the decomposed graph"
+
+
+def branchy_reference(x):
+    """Exercise 05.cond_branch: the behaviour to keep, a data-dependent branch that export refuses."""
+    if x.sum() > 0:
+        return torch.sin(x) * 2
+    return torch.cos(x) - 1
+
+
+def _has_cond(ep: torch.export.ExportedProgram) -> bool:
+    return any(node.op == "call_function" and node.target is torch.ops.higher_order.cond for node in ep.graph.nodes)
+
+
+def cond_branch(CondBranch):
+    expect(isinstance(CondBranch, type) and issubclass(CondBranch, nn.Module), "`CondBranch` should be an nn.Module class")
+    model = call(CondBranch, name="CondBranch()")
+    gen = probes.fresh_generator()
+    example = torch.randn(4, 5, generator=gen)
+    try:
+        ep = torch.export.export(model, (example,))
+    except NotImplementedError:
+        raise NotAttempted("`CondBranch.forward` still raises NotImplementedError: replace the starter code") from None
+    except Exception as e:
+        raise CheckFailed(f"torch.export.export(CondBranch(), (x,)) failed: {type(e).__name__}") from e
+    expect(_has_cond(ep), "the exported graph has no torch.cond: the branch must stay in the graph as a cond")
+    exported = ep.module()
+    for sign in (1, -1, 1, -1):  # both branches, on inputs the check draws now
+        x = sign * torch.randn(4, 5, generator=gen).abs()
+        expect_close(f"ep.module() on an input whose sum is {float(x.sum()):+.2f}", call(exported, x, name="ep.module()"), branchy_reference(x))
+    return "exports with a torch.cond and matches the branching original on both branches"
+
+
+def _tiny_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(5, 7), nn.GELU(), nn.Linear(7, 2)).eval()
+
+
+def pt2_roundtrip(save_and_load):
+    expect_callable("save_and_load", save_and_load)
+    model = _tiny_model()
+    gen = probes.fresh_generator()
+    ep = torch.export.export(model, (torch.randn(3, 5, generator=gen),))
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "model.pt2"
+        loaded = call(save_and_load, ep, path, name="save_and_load")
+        expect(path.is_file() and path.stat().st_size > 0, "nothing was written at the path you were given")
+        expect(isinstance(loaded, torch.export.ExportedProgram), f"`save_and_load` should return an ExportedProgram, not {type(loaded).__name__}")
+        expect(loaded is not ep, "you returned the program you were given: load it back from the file")
+        independent = torch.export.load(path)  # the file itself must hold the program
+    x = torch.randn(3, 5, generator=gen)
+    for name, program in (("your loaded program", loaded), ("torch.export.load of your file", independent)):
+        expect_close(f"{name}, against the original model", call(program.module(), x, name=f"{name}.module()"), model(x))
+    return "the .pt2 file round-trips: same outputs as the original model on fresh inputs"
