@@ -1,0 +1,281 @@
+"""Checks for lesson 07: ONNX and onnxruntime. The models the exercises use live here once; the lesson shows them.
+
+Every check exports or loads ONNX files in a temporary directory, runs onnxruntime itself on fresh random
+inputs, and compares with eager PyTorch. The exporter's chatter (progress lines, notices, dumps on failure)
+is silenced around each export so a check prints nothing but its result.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import logging
+import re
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+from .. import probes
+from ..checking import CheckFailed, call, expect, expect_callable, expect_close, expect_type
+
+FEATURES = 10
+
+
+@contextlib.contextmanager
+def quiet_export():
+    """Silence torch.onnx.export: stdout/stderr text, logging notices below ERROR, and warnings."""
+    previous = logging.root.manager.disable
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")  # a check prints only its result, whatever the learner's export warns
+        logging.disable(logging.WARNING)
+        try:
+            yield
+        finally:
+            logging.disable(previous)
+
+
+def _seeded(make, seed: int = 0):
+    """Build a module with fixed weights without disturbing the global random state."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return make().eval()
+
+
+def _session(path):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only: ORT's warnings go straight to stderr
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def _run(session, x: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
+
+
+def _load(path: Path):
+    import onnx
+
+    expect(path.is_file(), f"no file was written at the path the check passed ({path.name})")
+    try:
+        model = onnx.load(str(path))
+        onnx.checker.check_model(model)
+    except Exception as e:
+        raise CheckFailed(f"the file is not a valid ONNX model: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    return model
+
+
+def _graph_inputs(model):
+    initializers = {i.name for i in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]
+
+
+def _default_opset(model) -> int | None:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def op_types(model) -> collections.Counter:
+    """How many nodes of each op_type the main graph holds (subgraphs of If/Loop not counted)."""
+    return collections.Counter(node.op_type for node in model.graph.node)
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, where: str) -> None:
+    expect_close(f"onnxruntime and eager differ {where}", got, want, rtol=1e-4, atol=1e-5)
+
+
+# --- 07.dynamic_batch_onnx ------------------------------------------------------------------------
+
+def small_mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(FEATURES, 32), torch.nn.GELU(), torch.nn.Linear(32, 5))
+
+
+def dynamic_batch_onnx(export_onnx):
+    expect_callable("export_onnx", export_onnx)
+    model = _seeded(small_mlp)
+    gen = probes.fresh_generator()
+    example = torch.randn(4, FEATURES, generator=gen)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        with quiet_export():
+            call(export_onnx, model, example, path, name="export_onnx")
+        onnx_model = _load(path)
+        inputs = _graph_inputs(onnx_model)
+        expect(len(inputs) == 1, f"the ONNX graph has {len(inputs)} inputs; the model takes one tensor")
+        batch_dim = inputs[0].type.tensor_type.shape.dim[0]
+        if not batch_dim.dim_param or batch_dim.HasField("dim_value"):
+            raise CheckFailed(
+                f"the input's batch dimension is fixed (dim_value={batch_dim.dim_value}, no dim_param): "
+                "export with a dynamic batch dimension",
+                measured=f"dim_value={batch_dim.dim_value}",
+                expected="a dim_param (symbolic name)",
+                fraction=1 / 3,
+            )
+        session = _session(path)
+        for batch in (1, 7, 64):
+            x = torch.randn(batch, FEATURES, generator=gen)
+            try:
+                got = _run(session, x)
+            except Exception as e:
+                raise CheckFailed(f"onnxruntime failed at batch {batch}: {type(e).__name__}", fraction=2 / 3)
+            with torch.no_grad():
+                want = model(x)
+            try:
+                _close(got, want, f"at batch {batch}")
+            except CheckFailed as e:
+                raise CheckFailed(e.message, fraction=2 / 3)
+    return f"batch dim is symbolic ({batch_dim.dim_param!r}); onnxruntime matches eager at batch 1, 7 and 64"
+
+
+# --- 07.opset --------------------------------------------------------------------------------------
+
+OPSETS = (18, 21)
+
+
+def opset(export_at_opset):
+    expect_callable("export_at_opset", export_at_opset)
+    import onnx
+
+    model = _seeded(small_mlp)
+    x = torch.randn(3, FEATURES, generator=probes.fresh_generator())
+    with torch.no_grad():
+        want = model(x)
+    right = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for number in OPSETS:
+            path = Path(tmp) / f"opset{number}.onnx"
+            with quiet_export():
+                call(export_at_opset, model, x, path, number, name="export_at_opset")
+            version = _default_opset(_load(path))
+            if version == number:
+                _close(_run(_session(path), x), want, f"at opset {number}")
+                right.append(number)
+            else:
+                wrong = (number, version)
+    if len(right) < len(OPSETS):
+        asked, got = wrong
+        raise CheckFailed(
+            f"asked for opset {asked}, the file's opset_import says {got} (right for {right or 'none'} of {OPSETS})",
+            measured=got,
+            expected=asked,
+            fraction=len(right) / len(OPSETS) / 2,
+        )
+    return f"opset_import matches the requested opset for {OPSETS} (onnx {onnx.__version__})"
+
+
+# --- 07.if_node ------------------------------------------------------------------------------------
+
+class Gate(torch.nn.Module):
+    """Batches with a positive mean go through `up` and ReLU, the rest through `down` and tanh."""
+
+    def __init__(self, features: int = 8):
+        super().__init__()
+        self.up = torch.nn.Linear(features, features)
+        self.down = torch.nn.Linear(features, features)
+
+    def forward(self, x):
+        if x.mean() > 0:
+            return torch.relu(self.up(x))
+        return torch.tanh(self.down(x))
+
+
+def if_node(CondGate):
+    expect(
+        isinstance(CondGate, type) and issubclass(CondGate, Gate),
+        "`CondGate` should be a class that subclasses Gate (class CondGate(Gate): ...)",
+    )
+    model = _seeded(lambda: call(CondGate, name="CondGate()"))
+    gen = probes.fresh_generator()
+
+    def batch(n: int, sign: float) -> torch.Tensor:
+        return sign * (torch.rand(n, 8, generator=gen) + 0.1)  # mean surely > 0 (sign 1) or < 0 (sign -1)
+
+    cases = [("positive", batch(3, 1.0)), ("negative", batch(5, -1.0)), ("positive", batch(9, 1.0))]
+    with torch.no_grad():
+        for label, x in cases:
+            got = call(model, x, name="CondGate()(x)")
+            expect_close(f"in eager mode, CondGate differs from Gate on a {label}-mean batch", got, Gate.forward(model, x))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gate.onnx"
+        try:
+            with quiet_export():
+                program = torch.onnx.export(model, (cases[0][1],), dynamo=True, verbose=False,
+                                            dynamic_shapes=({0: torch.export.Dim("batch")},))
+                program.save(path)
+        except Exception as e:
+            first = (re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip().splitlines() or [""])[0][:160]
+            raise CheckFailed(f"torch.onnx.export(CondGate(), ...) failed: {type(e).__name__}: {first}")
+        onnx_model = _load(path)
+        ops = op_types(onnx_model)
+        expect("If" in ops, f"the ONNX graph has no If node (its op types: {dict(ops)}): the branch was not "
+               "exported as control flow", measured=dict(ops), expected="an If node")
+        session = _session(path)
+        with torch.no_grad():
+            for label, x in cases:
+                _close(_run(session, x), Gate.forward(model, x), f"on a {label}-mean batch of {len(x)}")
+    return "the graph has an If node and onnxruntime matches eager on both branches"
+
+
+# --- 07.predict_ort_output -------------------------------------------------------------------------
+
+class Classifier(torch.nn.Module):
+    """Scores 3 classes for each row of 6 features and returns the index of the best one."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(x).argmax(dim=-1)
+
+
+PREDICT_EXAMPLE_BATCH, PREDICT_RUN_BATCH = 2, 5
+
+
+def ort_output_of_classifier():
+    """(dtype name, shape) of the array onnxruntime returns for Classifier exported with a dynamic batch."""
+    model = _seeded(Classifier)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "classifier.onnx"
+        with quiet_export():
+            torch.onnx.export(model, (torch.randn(PREDICT_EXAMPLE_BATCH, 6),), dynamo=True, verbose=False,
+                              dynamic_shapes=({0: torch.export.Dim("batch")},)).save(path)
+        session = _session(path)
+        x = torch.randn(PREDICT_RUN_BATCH, 6, generator=probes.fresh_generator())
+        out = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
+    return type(out).__module__.split(".")[0], out.dtype.name, tuple(int(d) for d in out.shape)
+
+
+def _dtype_name(value) -> str | None:
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    try:
+        import numpy as np
+
+        return np.dtype(value).name
+    except TypeError:
+        return None
+
+
+def predict_ort_output(predicted):
+    expect_type("predicted_output", predicted, tuple)
+    expect(len(predicted) == 2, "answer a tuple of two things: (dtype name, shape), e.g. ('float32', (4, 2))")
+    dtype, shape = predicted
+    name = _dtype_name(dtype)
+    expect(name is not None, f"{dtype!r} is not a dtype name numpy understands (try e.g. 'float32')")
+    expect(
+        isinstance(shape, tuple) and all(isinstance(d, int) and not isinstance(d, bool) for d in shape),
+        f"the shape should be a tuple of ints, not {shape!r}",
+    )
+    _, real_dtype, real_shape = ort_output_of_classifier()
+    right = (name == real_dtype) + (shape == real_shape)
+    if right < 2:
+        raise CheckFailed(
+            f"you predicted ({name!r}, {shape}); onnxruntime returned an array of dtype {real_dtype!r} "
+            f"and shape {real_shape}",
+            measured=(real_dtype, real_shape),
+            expected=(name, shape),
+            fraction=right / 2,
+        )
+    return f"onnxruntime returned a numpy array of dtype {real_dtype} and shape {real_shape}"
