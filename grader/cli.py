@@ -1,4 +1,4 @@
-"""``python -m grader``: list, run, build, progress."""
+"""``python -m grader``: list, run, grade, drill, build, progress."""
 from __future__ import annotations
 
 import argparse
@@ -68,6 +68,34 @@ def cmd_build(args) -> int:
     return 0
 
 
+def cmd_grade(args) -> int:
+    from . import grading
+
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        print(f"grade: {folder} is not a folder of student folders", file=sys.stderr)
+        return 2
+    lessons = [n.strip().zfill(2) for n in args.lessons.split(",")] if args.lessons else None
+    try:
+        batch = grading.grade(folder, jobs=args.jobs, lessons=lessons, notebook_timeout=args.timeout,
+                              cell_timeout=args.cell_timeout, memory_mb=args.memory_mb or None)
+    except ValueError as e:
+        print(f"grade: {e}", file=sys.stderr)
+        return 2
+    grading.write_csv(batch, Path(args.out))
+    if args.feedback:
+        grading.write_feedback(batch, Path(args.feedback))
+    if args.json:
+        print(json.dumps([
+            {"student": s.student, **(s.report.to_dict() if s.report else {"notebook": s.lesson.notebook})}
+            for s in batch.submissions
+        ], indent=1))
+    else:
+        print(grading.summary(batch))
+        print(f"wrote {args.out}" + (f" and feedback in {args.feedback}/" if args.feedback else ""))
+    return 130 if batch.interrupted else 0
+
+
 def cmd_progress(args) -> int:
     from .tracking import progress
 
@@ -90,6 +118,24 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, default=1200, help="seconds for a whole notebook")
     s.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell")
     s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("grade", help="grade a folder of student folders into a CSV (classroom)")
+    s.add_argument("dir", help="one folder per student, each with course notebooks under their course names")
+    s.add_argument("--out", default="grades.csv", help="the CSV to write (default grades.csv)")
+    s.add_argument("--jobs", type=int, default=1, help="notebooks graded in parallel")
+    s.add_argument("--timeout", type=float, default=1200, help="seconds for a whole notebook")
+    s.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell")
+    s.add_argument("--memory-mb", type=int, default=6144, help="address-space limit per kernel and check (0: none)")
+    s.add_argument("--lessons", help="comma-separated lesson numbers to report on (default: any handed in)")
+    s.add_argument("--feedback", help="folder for one Markdown feedback file per student")
+    s.add_argument("--json", action="store_true", help="print the reports as JSON instead of a summary")
+    s.set_defaults(fn=cmd_grade)
+
+    from . import drills
+
+    s = sub.add_parser("drill", help="interview drills in the terminal (--list, --verify)")
+    drills.add_arguments(s)
+    s.set_defaults(fn=drills.run)
 
     s = sub.add_parser("build", help="write notebooks/ from solutions/")
     s.add_argument("--check", action="store_true", help="fail if notebooks/ is stale instead of writing")

@@ -1,0 +1,193 @@
+"""The interview drills (grader/drills.py): the registry's coverage, every predict drill's live answer on
+the installed torch, the interactive mode driven through standard input, and deterministic selection."""
+import argparse
+import collections
+import io
+import subprocess
+import sys
+
+import pytest
+
+from grader import drills
+
+LESSONS = [f"{n:02d}" for n in range(8)]
+
+
+def own_parser() -> argparse.ArgumentParser:
+    return drills.add_arguments(argparse.ArgumentParser(prog="drill"))
+
+
+def run_cli(argv, monkeypatch=None, stdin_text=None) -> int:
+    if monkeypatch is not None and stdin_text is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin_text))
+    return drills.run(own_parser().parse_args(argv))
+
+
+def wrong_answer(drill, truth):
+    if not drill.choices:
+        return "certainly not this"
+    return next(c for c in drill.choices if c != truth)
+
+
+# --- the registry ------------------------------------------------------------------------------------
+
+def test_registry_covers_every_lesson_with_both_kinds():
+    every = drills.drills()
+    assert len(every) >= 30
+    assert len({d.id for d in every}) == len(every)
+    per_lesson = collections.Counter(d.lesson for d in every)
+    assert set(LESSONS) <= set(per_lesson), per_lesson
+    assert all(per_lesson[lesson] >= 2 for lesson in LESSONS[1:]), per_lesson
+    kinds = collections.Counter(d.kind for d in every)
+    assert 0.35 <= kinds["predict"] / len(every) <= 0.65, kinds
+    for d in every:
+        assert d.id.startswith(d.lesson + "."), d.id
+        assert len(d.explanation.split()) >= 20, f"{d.id}: the explanation should be a paragraph"
+        assert d.question.strip(), d.id
+        if d.kind == "predict":
+            assert d.answer is None and d.compute is not None and d.snippet.strip() and len(d.choices) >= 2, d.id
+        else:
+            assert d.answer and (not d.choices or d.answer in d.choices), d.id
+
+
+def test_concept_keys_are_not_always_in_the_same_position():
+    positions = collections.Counter(d.choices.index(d.answer) for d in drills.drills(kind="concept") if len(d.choices) > 2)
+    assert len(positions) >= 3, positions
+
+
+def test_answers_are_matched_by_letter_number_or_text():
+    d = drills.get("05.compile_or_export")  # choices: torch.compile, torch.export
+    assert drills.is_correct(d, "b") and drills.is_correct(d, "2") and drills.is_correct(d, " `Torch.Export` ")
+    assert not drills.is_correct(d, "a") and not drills.is_correct(d, "torch.jit") and not drills.is_correct(d, None)
+    numeric = drills.get("04.zero_one")  # choices are numbers: the text wins over the position
+    assert drills.resolve(numeric, "2") == "2" and drills.resolve(numeric, "b") == "2"
+    short = drills.get("03.graph_breaks_log")
+    assert drills.is_correct(short, "graph_breaks") and drills.is_correct(short, "TORCH_LOGS=graph_breaks")
+
+
+# --- every predict drill has a live answer --------------------------------------------------------------
+
+def test_verify_every_predict_drill_has_a_well_defined_live_answer(capsys):
+    assert run_cli(["--verify"]) == 0
+    out = capsys.readouterr().out
+    for d in drills.drills(kind="predict"):
+        line = next(l for l in out.splitlines() if l.startswith(d.id + ": "))
+        answer = line.split(": ", 1)[1].rsplit("   (", 1)[0]
+        assert answer in d.choices, line
+    assert "FAILED" not in out
+
+
+def test_verify_fails_on_a_drill_whose_answer_is_not_a_choice():
+    bad = drills.Drill("09.bad", "09", "predict", "q?", "an explanation", ("1", "2"), "x = 1\n", compute=lambda: "7")
+    broken = drills.Drill("09.broken", "09", "predict", "q?", "an explanation", ("1", "2"), "x = 1\n",
+                          compute=lambda: 1 / 0)
+    rows = drills.verify([bad, broken])
+    assert "not one of" in rows[0].problem and "ZeroDivisionError" in rows[1].problem
+
+
+def test_predict_answers_are_computed_each_time_not_stored(monkeypatch):
+    d = drills.get("03.print_middle")
+    assert drills.answer_of(d) == "2"
+    monkeypatch.setitem(drills.DRILLS, d.id, drills.Drill(d.id, d.lesson, d.kind, d.question, d.explanation, d.choices,
+                                                          d.snippet, compute=lambda: "3"))
+    assert drills.answer_of(drills.get(d.id)) == "3"
+
+
+# --- interactive mode through standard input -----------------------------------------------------------
+
+SESSION = ["--lesson", "03", "--count", "4", "--seed", "2"]
+
+
+def _entry_point() -> list[str]:
+    """`python -m grader drill` once the main CLI has the subcommand; until then the module directly."""
+    from grader import cli
+
+    sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    if "drill" in sub.choices:
+        return [sys.executable, "-m", "grader", "drill"]
+    return [sys.executable, "-c", "import sys; from grader import drills; sys.exit(drills.main(sys.argv[1:]))"]
+
+
+def test_interactive_session_end_to_end_through_stdin_scores_full_marks():
+    chosen = drills.select("03", 4, 2)
+    answers = "".join(drills.answer_of(d) + "\n" for d in chosen)
+    out = subprocess.run(_entry_point() + SESSION, input=answers, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("correct") == 4 and "wrong" not in out.stdout
+    assert out.stdout.rstrip().endswith("Score: 4/4")
+    for d in chosen:
+        assert d.id in out.stdout and d.explanation.split()[0] in out.stdout
+
+
+def test_interactive_wrong_answers_score_zero_and_show_the_right_one(monkeypatch, capsys):
+    chosen = drills.select("03", 4, 2)
+    truths = [drills.answer_of(d) for d in chosen]
+    wrong = "".join(wrong_answer(d, t) + "\n" for d, t in zip(chosen, truths))
+    assert run_cli(SESSION, monkeypatch, wrong) == 0
+    out = capsys.readouterr().out
+    assert out.count("wrong (") == 4 and out.rstrip().endswith("Score: 0/4")
+    for t in truths:
+        assert f": {t})" in out
+
+
+def test_interactive_end_of_input_midway_exits_cleanly_with_partial_score(monkeypatch, capsys):
+    first = drills.select("03", 4, 2)[0]
+    assert run_cli(SESSION, monkeypatch, drills.answer_of(first) + "\n") == 0
+    out = capsys.readouterr().out
+    assert "(end of input)" in out and out.rstrip().endswith("Score: 1/1")
+
+
+def test_interactive_invalid_answer_asks_again_and_q_quits(monkeypatch, capsys):
+    first = drills.select("03", 4, 2)[0]
+    assert run_cli(SESSION, monkeypatch, "zz\n\nq\n") == 0
+    out = capsys.readouterr().out
+    assert "answer with a letter" in out and out.rstrip().endswith("Score: 0/0")
+    assert first.id in out
+
+
+# --- selection ----------------------------------------------------------------------------------------
+
+def test_lesson_count_seed_select_deterministically(capsys):
+    a = [d.id for d in drills.select("04", 3, 5)]
+    assert a == [d.id for d in drills.select("4", 3, 5)]
+    assert len(a) == 3 and all(i.startswith("04.") for i in a)
+    orders = {tuple(d.id for d in drills.select(None, None, seed)) for seed in range(5)}
+    assert len(orders) > 1
+    assert [d.id for d in drills.select()] == list(drills.DRILLS)
+    assert run_cli(["--list", "--lesson", "04", "--count", "3", "--seed", "5"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == a
+
+
+def test_list_names_every_drill_and_unknown_lesson_is_refused(capsys):
+    assert run_cli(["--list"]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()] == list(drills.DRILLS)
+    assert run_cli(["--lesson", "42"]) == 2
+    assert "no drills for lesson" in capsys.readouterr().err
+
+
+# --- the notebook quiz --------------------------------------------------------------------------------
+
+def test_quiz_prints_text_without_widgets(capsys):
+    chosen = drills.select("02", 2, 0)
+    assert drills.quiz(chosen, use_widgets=False) is None
+    out = capsys.readouterr().out
+    assert all(d.id in out for d in chosen) and "widgets are not available" in out
+
+
+def test_widget_quiz_checks_scores_and_moves_on():
+    pytest.importorskip("ipywidgets")
+    chosen = [drills.get("05.compile_or_export"), drills.get("03.graph_breaks_log")]
+    box = drills.quiz(chosen, use_widgets=True)
+    title, _snippet, choices, typed, buttons, _result = box.children
+    check, following, score = buttons.children
+    choices.value = "torch.export"
+    check.click()
+    assert score.value == "score: 1/1"
+    following.click()
+    assert "03.graph_breaks_log" in title.value
+    typed.value = "graph_breaks"
+    check.click()
+    check.click()  # a second check of the same drill does not count twice
+    assert score.value == "score: 2/2"
