@@ -18,13 +18,14 @@ from pathlib import Path
 
 import nbformat
 
-from . import registry
+from . import registry, trusted
 from .result import Result, Status
 
 CELL_TIMEOUT = 300  # seconds for one cell
 NOTEBOOK_TIMEOUT = 1200  # seconds for the whole notebook
 CHECK_TIMEOUT = 180  # seconds for one exercise's check
 STARTUP_TIMEOUT = 300  # seconds for a check worker to import torch and the grader (slow on a busy machine)
+MEMORY_MB = 6144  # address-space limit of a learner's kernel and of a check worker (RLIMIT_AS)
 
 
 @dataclass
@@ -120,6 +121,7 @@ def execute_and_extract(
     cell_timeout: float = CELL_TIMEOUT,
     notebook_timeout: float = NOTEBOOK_TIMEOUT,
     env: dict[str, str] | None = None,
+    memory_mb: int | None = MEMORY_MB,
 ) -> Execution:
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
@@ -138,6 +140,11 @@ def execute_and_extract(
     try:
         # The kernel's stderr (connection chatter) is not the learner's output: outputs come over iopub.
         with client.setup_kernel(env={**os.environ, **(env or {})}, cwd=str(workdir), stderr=subprocess.DEVNULL):
+            if memory_mb:  # before any learner code: a cell that allocates without bound gets a MemoryError
+                limit = nbformat.v4.new_code_cell(
+                    f"import resource as _r; _r.setrlimit(_r.RLIMIT_AS, ({memory_mb} * 2**20, {memory_mb} * 2**20)); del _r"
+                )
+                client.execute_cell(limit, 0)
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
@@ -173,28 +180,52 @@ def execute_and_extract(
 
 # --- step 4: check, in a separate clean process -----------------------------------------------------
 
+@dataclass(frozen=True)
+class Trust:
+    """Where check workers import the grader from: a read-only copy of the snapshot taken when grading
+    began, verified file by file in the worker. None means the installed grader (self-study)."""
+
+    snapshot: "trusted.Snapshot"
+
+    def worker_root(self, tmp: Path) -> Path:
+        return self.snapshot.materialize(tmp / "trusted-grader")
+
+
 def check_answers(
     exercises: list[registry.Exercise],
     answers_file: Path | None,
     *,
     timeout: float = CHECK_TIMEOUT,
     env: dict[str, str] | None = None,
+    trust: Trust | None = None,
+    memory_mb: int | None = MEMORY_MB,
 ) -> list[Result]:
     """Run each exercise's check in ``grader.worker``; a check that hangs or kills its process is
     reported as such and the remaining exercises go on in a new worker."""
+    import secrets
+
+    from .worker import RESTART
+
     if answers_file is None:
         return [
             Result(ex.id, Status.ERROR, 0, ex.points, "no answers could be read from the notebook's kernel")
             for ex in exercises
         ]
+    root = trust.worker_root(answers_file.parent) if trust else None
+    setup = {"memory_mb": memory_mb, "manifest": trust.snapshot.manifest if trust else None, "root": str(root) if root else None}
     results: dict[str, Result] = {}
     pending = [ex.id for ex in exercises]
     while pending:
+        nonce = secrets.token_hex(16)  # result lines without it (e.g. printed by learner code) are ignored
         cmd = [sys.executable, "-m", "grader.worker", str(answers_file), *pending]
         errors = answers_file.with_suffix(".stderr")
+        worker_env = {**os.environ, **(env or {}), **(trusted.trusted_env(root) if root else {})}
         with open(errors, "w") as err:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env={**os.environ, **(env or {})})
-        current = pending[0]
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                                    env=worker_env, cwd=str(root or answers_file.parent))
+        proc.stdin.write(json.dumps({**setup, "nonce": nonce}) + "\n")
+        proc.stdin.close()
+        current, judged_before = pending[0], len(results)
         started, ready = time.monotonic(), False
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
@@ -216,20 +247,24 @@ def check_answers(
             if not chunk:
                 finished = True
                 break
-            line = chunk.strip()
+            tag, _, line = chunk.strip().partition(" ")
+            if tag != nonce:
+                continue
             if line == "READY":
                 ready, started = True, time.monotonic()
             elif line.startswith("{"):
                 result = Result.from_dict(json.loads(line))
+                if result.id not in pending or result.id in results:
+                    continue
                 results[result.id] = result
-                done = set(results)
-                remaining = [i for i in pending if i not in done]
+                remaining = [i for i in pending if i not in results]
                 if remaining:
                     current, started = remaining[0], time.monotonic()
         proc.wait()
         sel.close()
-        if finished and current not in results:  # the worker ended without judging `current`
-            ex = registry.get(current)
+        restarted = proc.returncode == RESTART and len(results) > judged_before
+        if finished and current not in results and not restarted:
+            ex = registry.get(current)  # the worker ended without judging `current`
             last = (errors.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
             results[current] = Result(
                 current, Status.ERROR, 0, ex.points,
@@ -247,7 +282,11 @@ def run_notebook(
     cell_timeout: float = CELL_TIMEOUT,
     notebook_timeout: float = NOTEBOOK_TIMEOUT,
     check_timeout: float = CHECK_TIMEOUT,
+    trust: Trust | None = None,
+    memory_mb: int | None = MEMORY_MB,
 ) -> NotebookReport:
+    """Score one notebook. With ``trust`` (classroom grading) the kernel imports the grader from a
+    throwaway copy (what it writes there is lost) and the checks from a verified read-only copy."""
     started = time.monotonic()
     path = Path(path)
     report = NotebookReport(str(path))
@@ -265,11 +304,18 @@ def run_notebook(
         tmp = Path(tmp)
         # The kernel's own check calls record progress into a throwaway home: only this report counts.
         env = {"GRADER_HOME": str(tmp / "home")}
-        execution = execute_and_extract(
-            nb, names, path.parent.resolve(), tmp / "answers.pkl",
-            cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, env=env,
-        )
-        report.problems += execution.problems
-        report.results = check_answers(exercises, execution.answers_file, timeout=check_timeout, env=env)
+        kernel_env = dict(env)
+        if trust:
+            kernel_env.update(trusted.trusted_env(trust.snapshot.materialize(tmp / "kernel-grader")))
+        try:
+            execution = execute_and_extract(
+                nb, names, path.parent.resolve(), tmp / "answers.pkl",
+                cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, env=kernel_env, memory_mb=memory_mb,
+            )
+            report.problems += execution.problems
+            report.results = check_answers(exercises, execution.answers_file, timeout=check_timeout, env=env,
+                                           trust=trust, memory_mb=memory_mb)
+        finally:
+            trusted.make_writable(tmp)  # read-only copies must not stop the clean-up
     report.seconds = time.monotonic() - started
     return report

@@ -51,18 +51,69 @@ def _expose_globals(obj) -> None:
     visit(obj)
 
 
+def _warm_up() -> None:
+    import contextlib
+    import io
+
+    import torch
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        torch._dynamo.reset()
+        torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
+        torch._dynamo.explain(lambda x: x * 2)(torch.ones(2))
+        torch.export.export(torch.nn.Linear(2, 2), (torch.ones(1, 2),))
+        torch._dynamo.reset()
+
+
+RESTART = 3  # exit code: "start a fresh worker for the exercises I did not judge" (after tampering)
+
+
 def main(argv: list[str]) -> int:
+    """Protocol: argv is ``ANSWERS.pkl ID...``; the first stdin line is JSON ``{"nonce", "manifest",
+    "root", "memory_mb"}``. Results go to the original stdout as ``<nonce> <json>`` lines; anything
+    learner code prints goes to stderr, so it can never pass for a result."""
+    import importlib
+    import os
+
+    setup = json.loads(sys.stdin.readline() or "{}")
+    sys.stdin.close()
+    nonce = setup.get("nonce", "")
+    if setup.get("memory_mb"):
+        import resource
+
+        limit = int(setup["memory_mb"]) * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    out = os.fdopen(os.dup(1), "w")  # the result channel, private to this function
+    os.dup2(2, 1)  # from here on, fd 1 (learner prints) goes to the stderr log
+    sys.stdout = sys.stderr
+
+    def emit(line: str) -> None:
+        out.write(f"{nonce} {line}\n")
+        out.flush()
+
     from . import registry, runtime
     from .checking import run_check
     from .result import Result, Status
+    from .trusted import Integrity, verify_loaded
 
     runtime.quiet()
     answers_file, ids = argv[0], argv[1:]
+    for lesson in sorted({registry.get(i).lesson for i in ids}):  # every check module, before any learner code
+        importlib.import_module(f"grader.checks.lesson{lesson}")
+    if setup.get("manifest"):
+        problems = verify_loaded(setup["manifest"], __import__("pathlib").Path(setup["root"]))
+        if problems:
+            for exercise_id in ids:
+                ex = registry.get(exercise_id)
+                emit(json.dumps(Result(ex.id, Status.ERROR, 0, ex.points,
+                                       "the grader's files were changed during grading (" + problems[0] + "); "
+                                       "not judged").to_dict()))
+            return 0
+    _warm_up()  # torch patches a few of its own functions on first use: let that happen before the snapshot
+    integrity = Integrity()
     with open(answers_file, "rb") as f:
-        found = pickle.load(f)
-    out = sys.stdout
-    out.write("READY\n")  # imports done: from here on the pipeline times each check separately
-    out.flush()
+        found = pickle.load(f)  # a dict of cloudpickle payloads: the answers load one by one below
+    emit("READY")  # imports done: from here on the pipeline times each check separately
     for exercise_id in ids:
         ex = registry.get(exercise_id)
         answers, problem = [], None
@@ -85,8 +136,14 @@ def main(argv: list[str]) -> int:
         else:
             runtime.seed(0)
             result = run_check(ex, answers)
-        out.write(json.dumps(result.to_dict()) + "\n")
-        out.flush()
+        replaced = integrity.changed()
+        if replaced:
+            result = Result(ex.id, Status.FAILED, 0, ex.points,
+                            f"your code replaced {', '.join(replaced)} while it was being checked: "
+                            "no points for this exercise")
+        emit(json.dumps(result.to_dict()))
+        if replaced:
+            return RESTART  # the rest is judged in a fresh, untouched process
     return 0
 
 

@@ -1,0 +1,273 @@
+"""Classroom grading (`python -m grader grade`): honest work keeps its marks, faked work earns nothing,
+one broken submission never spoils the batch, and the same submissions get the same grades.
+
+Submissions are built from the course's own lesson 00 notebooks (the fastest to run): the solution,
+the starter, and variants of them, each standing for one threat."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import grading, pipeline, registry, trusted
+from grader.authoring import NOTEBOOKS, SOLUTIONS
+from grader.result import Status
+
+pytestmark = pytest.mark.notebooks
+LESSON = registry.lessons()["00"]
+IDS = [e.id for e in registry.exercises("00")]
+
+
+def notebook(source: Path, *, append: list[str] = (), prepend: list[str] = (), replace: dict[str, str] | None = None):
+    nb = nbformat.read(str(source), as_version=4)
+    for old, new in (replace or {}).items():
+        cell = next(c for c in nb.cells if c.cell_type == "code" and old in c.source)
+        cell.source = cell.source.replace(old, new)
+    first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells[first_code + 1:first_code + 1] = [nbformat.v4.new_code_cell(s) for s in prepend]
+    nb.cells += [nbformat.v4.new_code_cell(s) for s in append]
+    return nb
+
+
+def hand_in(folder: Path, student: str, nb) -> None:
+    (folder / student).mkdir(parents=True)
+    nbformat.write(nb, str(folder / student / LESSON.notebook))
+
+
+# A wrong answer for each exercise, and code that tries to make it pass anyway.
+WRONG = {"predicted_shape = (8, 5, 3)": "predicted_shape = (1, 2, 3)",
+         "predicted_dtype = torch.float32": "predicted_dtype = torch.int64",
+         "return x * scale + shift": "return x * scale"}
+
+PATCH_KERNEL = """
+import grader, grader.checking
+from grader.result import Result, Status
+grader.check = lambda exercise_id, *a: Result(exercise_id, Status.PASSED, 1, 1, "trust me")
+grader.checking.run_check = lambda ex, answers: Result(ex.id, Status.PASSED, ex.points, ex.points, "trust me")
+print(grader.check("00.warmup", scale_shift))
+"""
+
+PATCH_DURING_CHECK = """
+import torch
+
+def scale_shift(x, scale, shift):  # wrong, and it disables the comparison the check relies on
+    torch.testing.assert_close = lambda *args, **kwargs: None
+    return x * scale
+"""
+
+PATCH_WHEN_UNPICKLED = """
+class Sneaky(tuple):
+    def __reduce__(self):
+        return (exec, ("import grader.checking as c; c.expect_prediction = lambda *a, **k: None",))
+
+predicted_shape = Sneaky((1, 2, 3))
+"""
+
+REPO = str(Path(grading.__file__).resolve().parent.parent)
+WRITE_GRADER_FILES = f"""
+import grader.checks.lesson00 as target, os, stat
+path = os.path.realpath(target.__file__)
+assert not path.startswith({REPO!r}), "this test must never write to the checkout's own grader"
+os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+with open(path, "a") as f:
+    f.write("\\ndef predict_shape(predicted_shape):\\n    return 'patched on disk'\\n")
+"""
+
+PRECOMPUTED = """
+import torch
+
+def scale_shift(x, scale, shift):  # answers for the inputs a seed-0 grader would draw, nothing else
+    torch.manual_seed(0)
+    rows, cols = torch.randint(1, 9, (2,)).tolist()
+    return torch.randn(rows, cols) * 0 + 1.2345
+"""
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("class")
+    solution, starter = SOLUTIONS / LESSON.notebook, NOTEBOOKS / LESSON.notebook
+    hand_in(folder, "honest", notebook(solution))
+    hand_in(folder, "starter", notebook(starter))
+    hand_in(folder, "patches_kernel", notebook(solution, replace=WRONG, append=[PATCH_KERNEL]))
+    pasted = notebook(starter)
+    solved = nbformat.read(str(solution), as_version=4)
+    solved_checks = {c.source: c for c in solved.cells if c.cell_type == "code" and "grader.check(" in c.source}
+    for mine in pasted.cells:
+        if mine.cell_type == "code" and mine.source in solved_checks:
+            theirs = solved_checks[mine.source]
+            mine.outputs, mine.execution_count = theirs.outputs, theirs.execution_count
+    assert any("passed" in str(c.get("outputs")) for c in pasted.cells)  # the pasted outputs claim a pass
+    hand_in(folder, "pastes_outputs", pasted)
+    hand_in(folder, "patches_torch", notebook(solution, append=[PATCH_DURING_CHECK]))
+    hand_in(folder, "patches_on_unpickle", notebook(solution, append=[PATCH_WHEN_UNPICKLED]))
+    hand_in(folder, "writes_grader", notebook(solution, replace={"predicted_shape = (8, 5, 3)": "predicted_shape = (1, 2, 3)"},
+                                              append=[WRITE_GRADER_FILES]))
+    hand_in(folder, "precomputes", notebook(solution, append=[PRECOMPUTED]))
+    hand_in(folder, "loops", notebook(solution, prepend=["while True:\n    pass"]))
+    hand_in(folder, "dies", notebook(solution, append=["import os\nos._exit(1)"]))
+    hand_in(folder, "hogs_memory", notebook(solution, prepend=[
+        "import torch\n\ndef hog():\n    held = []\n    while True:\n        held.append(torch.empty(2**28))\n\nhog()"]))
+    (folder / "broken").mkdir()
+    (folder / "broken" / LESSON.notebook).write_text("{ this is not a notebook")
+    (folder / "absent").mkdir()
+    before = trusted.Snapshot.of_installed()
+    result = grading.grade(folder, jobs=2, cell_timeout=20, show_progress=False)
+    after = trusted.Snapshot.of_installed()
+    return folder, result, before, after
+
+
+def rows_by_student(batch_result) -> dict[str, dict[str, dict]]:
+    out: dict[str, dict[str, dict]] = {}
+    for row in batch_result.rows():
+        out.setdefault(row["student"], {})[row["exercise"]] = row
+    return out
+
+
+def points(rows: dict[str, dict]) -> float:
+    return sum(float(r["points"]) for r in rows.values())
+
+
+def test_every_student_and_exercise_has_a_row(batch):
+    _, result, _, _ = batch
+    rows = rows_by_student(result)
+    assert sorted(rows) == sorted(["honest", "starter", "patches_kernel", "pastes_outputs", "patches_torch",
+                                   "patches_on_unpickle", "writes_grader", "precomputes", "loops", "dies",
+                                   "hogs_memory", "broken", "absent"])
+    for student, by_exercise in rows.items():
+        assert list(by_exercise) == IDS, student
+
+
+def test_honest_work_gets_full_marks_and_the_starter_zero(batch):
+    rows = rows_by_student(batch[1])
+    assert {r["status"] for r in rows["honest"].values()} == {"passed"} and points(rows["honest"]) == 3
+    assert {r["status"] for r in rows["starter"].values()} == {"not attempted"} and points(rows["starter"]) == 0
+    assert {r["status"] for r in rows["absent"].values()} == {"not attempted"}
+    assert "not submitted" in rows["absent"]["00.warmup"]["message"]
+
+
+def test_patching_grader_check_in_the_kernel_changes_nothing(batch):
+    rows = rows_by_student(batch[1])["patches_kernel"]
+    assert points(rows) == 0 and {r["status"] for r in rows.values()} == {"failed"}
+
+
+def test_pasted_outputs_of_a_solved_notebook_score_nothing(batch):
+    rows = rows_by_student(batch[1])["pastes_outputs"]
+    assert points(rows) == 0 and {r["status"] for r in rows.values()} == {"not attempted"}
+
+
+def test_patching_torch_while_being_checked_earns_nothing_and_spares_the_rest(batch):
+    rows = rows_by_student(batch[1])["patches_torch"]
+    assert rows["00.warmup"]["status"] == "failed" and rows["00.warmup"]["points"] == "0"
+    assert "replaced" in rows["00.warmup"]["message"] or "differs" in rows["00.warmup"]["message"]
+    assert rows["00.predict_shape"]["status"] == rows["00.predict_dtype"]["status"] == "passed"  # honest work kept
+
+
+def test_patching_the_grader_when_unpickled_is_caught(batch):
+    rows = rows_by_student(batch[1])["patches_on_unpickle"]
+    assert rows["00.predict_shape"]["points"] == "0"
+    assert "replaced grader.checking.expect_prediction" in rows["00.predict_shape"]["message"]
+    assert rows["00.predict_dtype"]["status"] == rows["00.warmup"]["status"] == "passed"
+
+
+def test_writing_to_the_grader_files_changes_no_grade_and_no_file(batch):
+    _, result, before, after = batch
+    rows = rows_by_student(result)["writes_grader"]
+    assert rows["00.predict_shape"]["status"] == "failed" and rows["00.predict_shape"]["points"] == "0"
+    assert points(rows) == 2
+    target = "grader/checks/lesson00.py"
+    assert before.files[target] == after.files[target] and target not in result.changed_on_disk
+
+
+def test_precomputed_outputs_fail_on_fresh_inputs(batch):
+    rows = rows_by_student(batch[1])["precomputes"]
+    assert rows["00.warmup"]["status"] == "failed" and points(rows) == 2
+
+
+def test_a_cell_that_loops_forever_is_interrupted_and_the_rest_is_graded(batch):
+    _, result, _, _ = batch
+    sub = next(s for s in result.submissions if s.student == "loops")
+    assert points(rows_by_student(result)["loops"]) == 3
+    assert any("ran past" in p for p in sub.report.problems)
+
+
+def test_a_kernel_that_dies_is_an_error_with_a_clear_message(batch):
+    rows = rows_by_student(batch[1])["dies"]
+    assert {r["status"] for r in rows.values()} == {"error"}
+    assert all("kernel died" in r["message"] for r in rows.values())
+
+
+def test_unbounded_allocation_is_stopped_and_the_rest_is_graded(batch):
+    _, result, _, _ = batch
+    sub = next(s for s in result.submissions if s.student == "hogs_memory")
+    assert points(rows_by_student(result)["hogs_memory"]) == 3
+    assert any("raised" in p for p in sub.report.problems), sub.report.problems
+
+
+def test_a_file_that_is_not_a_notebook_is_an_error_row(batch):
+    rows = rows_by_student(batch[1])["broken"]
+    assert {r["status"] for r in rows.values()} == {"error"}
+    assert "not a valid notebook" in rows["00.warmup"]["message"]
+
+
+def test_csv_and_feedback_files(batch, tmp_path):
+    _, result, _, _ = batch
+    out = tmp_path / "grades.csv"
+    grading.write_csv(result, out)
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == grading.COLUMNS and len(rows) == 13 * len(IDS)
+    files = grading.write_feedback(result, tmp_path / "feedback")
+    assert len(files) == 13
+    text = (tmp_path / "feedback" / "starter.md").read_text()
+    assert "Hint:" in text and "00.warmup" in text and "0 / 3" in text
+
+
+def test_grading_the_same_submissions_twice_gives_the_same_grades(tmp_path):
+    solution = SOLUTIONS / LESSON.notebook
+    hand_in(tmp_path, "a", notebook(solution, replace={"return x * scale + shift": "return x * scale"}))
+    hand_in(tmp_path, "b", notebook(solution))
+    first = [(r["student"], r["exercise"], r["points"], r["status"]) for r in grading.grade(tmp_path, show_progress=False).rows()]
+    second = [(r["student"], r["exercise"], r["points"], r["status"]) for r in grading.grade(tmp_path, show_progress=False).rows()]
+    assert first == second and ("a", "00.warmup", "0", "failed") in first
+
+
+def test_a_changed_trusted_copy_is_refused_by_the_worker(tmp_path):
+    """If the read-only copy the checks import were changed during grading, nothing is judged."""
+
+    class Tampered(pipeline.Trust):
+        def worker_root(self, tmp):
+            root = super().worker_root(tmp)
+            trusted.make_writable(root)
+            target = root / "grader" / "checks" / "lesson00.py"
+            target.write_text(target.read_text() + "\n# changed\n")
+            return root
+
+    answers = tmp_path / "answers.pkl"
+    import pickle
+
+    import cloudpickle
+    import torch
+
+    answers.write_bytes(pickle.dumps({"predicted_shape": ("ok", cloudpickle.dumps((8, 5, 3))),
+                                      "predicted_dtype": ("ok", cloudpickle.dumps(torch.float32))}))
+    results = pipeline.check_answers(registry.exercises("00")[:2], answers, trust=Tampered(trusted.Snapshot.of_installed()))
+    assert [r.status for r in results] == [Status.ERROR, Status.ERROR]
+    assert all("changed during grading" in r.message for r in results)
+
+
+def test_cli_writes_the_csv_and_reports_missing_folder(tmp_path):
+    bad = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "nope")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "not a folder" in bad.stderr
+    (tmp_path / "class" / "empty").mkdir(parents=True)
+    out = tmp_path / "g.csv"
+    ok = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "class"), "--out", str(out),
+                         "--lessons", "0", "--json"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout) == [{"student": "empty", "notebook": LESSON.notebook}]
+    assert len(list(csv.DictReader(open(out)))) == len(IDS)
