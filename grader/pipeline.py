@@ -221,8 +221,10 @@ def check_answers(
         errors = answers_file.with_suffix(".stderr")
         worker_env = {**os.environ, **(env or {}), **(trusted.trusted_env(root) if root else {})}
         with open(errors, "w") as err:
+            # A fresh, empty, writable working folder: nothing in it can shadow the grader on sys.path[0].
+            workdir = tempfile.mkdtemp(prefix="check-", dir=answers_file.parent)
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                    env=worker_env, cwd=str(root or answers_file.parent))
+                                    env=worker_env, cwd=workdir)
         proc.stdin.write(json.dumps({**setup, "nonce": nonce}) + "\n")
         proc.stdin.close()
         current, judged_before = pending[0], len(results)
