@@ -34,7 +34,7 @@ build: setup
 # solutions (--nbval-lax: only cells tagged nbval-check-output, the check cells, compare their output).
 # The starters in notebooks/ are executed top to bottom by tests/test_notebooks.py (which fails on any
 # cell error and requires every exercise "not attempted"), so nbval does not run them a second time.
-NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=600
+NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval-sanitize.cfg
 test: setup
 	$(PY) -m grader build --check
 	$(PY) -m pytest -n $(JOBS) --dist loadfile $(NBVAL) tests solutions
