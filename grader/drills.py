@@ -1343,29 +1343,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # --- notebook quiz ----------------------------------------------------------------------------------
 
-def widgets_available() -> bool:
-    """True in a live Jupyter frontend that can render widgets; False in nbconvert/nbval/grading runs,
-    terminals and scripts (they print the text version). ``GRADER_WIDGETS=0/1`` overrides."""
-    import os
-
-    forced = os.environ.get("GRADER_WIDGETS")
-    if forced in ("0", "1"):
-        return forced == "1"
-    if "ipykernel" not in sys.modules or not os.environ.get("JPY_SESSION_NAME"):
-        return False  # jupyter_server sets JPY_SESSION_NAME for kernels it starts; nbclient does not
-    try:
-        import ipywidgets  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def quiz(selection: Sequence[Drill] | None = None, *, use_widgets: bool | None = None):
     """A quiz over ``selection`` (default: every drill): an ipywidgets quiz (choices, Check, Next,
     explanation, running score) in a live frontend, or the questions as plain text otherwise, to be
     answered with ``grader.check`` or in the terminal."""
     selection = list(DRILLS.values()) if selection is None else list(selection)
     if use_widgets is None:
+        from .runtime import widgets_available
+
         use_widgets = widgets_available()
     if not use_widgets:
         for number, drill in enumerate(selection, 1):

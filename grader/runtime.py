@@ -79,6 +79,23 @@ def quiet() -> None:
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
 
 
+def widgets_available() -> bool:
+    """True in a live Jupyter frontend that can render widgets; False in nbconvert/nbval/grading runs,
+    terminals and scripts, which get the text version. ``GRADER_WIDGETS=0/1`` overrides."""
+    import sys
+
+    forced = os.environ.get("GRADER_WIDGETS")
+    if forced in ("0", "1"):
+        return forced == "1"
+    if "ipykernel" not in sys.modules or not os.environ.get("JPY_SESSION_NAME"):
+        return False  # jupyter_server sets JPY_SESSION_NAME for kernels it starts; nbclient does not
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def artifact(name: str) -> "Path":
     """A fresh path for a file a lesson writes (``.pt2``, ``.onnx``): ``artifacts/<stem>-<8 hex><suffix>``
     under the working directory (ignored by git), unique so reruns and parallel runs never collide."""
