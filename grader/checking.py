@@ -130,6 +130,14 @@ def expect_callable(name: str, value: Any) -> None:
         raise CheckFailed(f"`{name}` should be a function, but it is a {type(value).__name__}")
 
 
+def first_line(e: BaseException, limit: int = 200) -> str:
+    """An exception's first line, without terminal colour codes (torch.onnx colours its errors)."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
+    return (text.splitlines() or [""])[0][:limit]
+
+
 def _as_tuple(types: type | Iterable[type]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
 

@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
-import logging
 import random
 import sys
 import textwrap
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence, TextIO
 
@@ -69,15 +66,13 @@ def quietly():
     warnings, log records below ERROR). Dynamo's compiled state is reset before and after."""
     import torch
 
-    previous = logging.root.manager.disable
+    from .probes import silenced
+
     torch._dynamo.reset()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        logging.disable(logging.WARNING)
+    with silenced():
         try:
             yield
         finally:
-            logging.disable(previous)
             torch._dynamo.reset()
 
 
@@ -222,16 +217,16 @@ def _tmpdir():
 def _onnx(model, args, path, **kwargs):
     import torch
 
-    from .checks.lesson07 import quiet_export
+    from .probes import silenced
 
-    with quiet_export():
+    with silenced():
         torch.onnx.export(model, args, str(path), dynamo=True, **kwargs)
 
 
 def _ort(path, *arrays):
-    from .checks.lesson07 import _session
+    from .probes import ort_session
 
-    session = _session(path)
+    session = ort_session(path)
     names = [i.name for i in session.get_inputs()]
     return session.run(None, dict(zip(names, arrays)))
 

@@ -191,6 +191,46 @@ def compare(
     return None
 
 
+# --- quiet helpers for exporters and runtimes -------------------------------------------------------
+
+def silenced():
+    """``with silenced(): ...``: no stdout/stderr text, no warnings, no log records below ERROR. For
+    checks and drills that export or run learner code and must print nothing but their result."""
+    import contextlib
+    import io
+    import logging
+    import warnings
+
+    @contextlib.contextmanager
+    def quiet():
+        previous = logging.root.manager.disable
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            logging.disable(logging.WARNING)
+            try:
+                yield
+            finally:
+                logging.disable(previous)
+
+    return quiet()
+
+
+def seeded(make: Callable[[], torch.nn.Module], seed: int = 0) -> torch.nn.Module:
+    """``make()`` in eval mode with fixed weights, leaving the global random state as it was."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return make().eval()
+
+
+def ort_session(path):
+    """An onnxruntime CPU session that logs errors only (ORT's warnings go straight to stderr)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 # --- logs -----------------------------------------------------------------------------------------
 
 class LogCapture:

@@ -7,55 +7,23 @@ is silenced around each export so a check prints nothing but its result.
 from __future__ import annotations
 
 import collections
-import contextlib
-import io
-import logging
-import re
 import tempfile
-import warnings
 from pathlib import Path
 
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_close, expect_type
+from ..checking import CheckFailed, call, expect, expect_callable, expect_close, expect_type, first_line
 
 FEATURES = 10
-
-
-@contextlib.contextmanager
-def quiet_export():
-    """Silence torch.onnx.export: stdout/stderr text, logging notices below ERROR, and warnings."""
-    previous = logging.root.manager.disable
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")  # a check prints only its result, whatever the learner's export warns
-        logging.disable(logging.WARNING)
-        try:
-            yield
-        finally:
-            logging.disable(previous)
-
-
-def _seeded(make, seed: int = 0):
-    """Build a module with fixed weights without disturbing the global random state."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        return make().eval()
-
-
-def _session(path):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # errors only: ORT's warnings go straight to stderr
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def _run(session, x: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
 
 
-def _load(path: Path):
+def load_onnx(path: Path):
+    """The ONNX model written at ``path``, validated by onnx.checker; a CheckFailed if there is none."""
     import onnx
 
     expect(path.is_file(), f"no file was written at the path the check passed ({path.name})")
@@ -63,7 +31,7 @@ def _load(path: Path):
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as e:
-        raise CheckFailed(f"the file is not a valid ONNX model: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        raise CheckFailed(f"the file is not a valid ONNX model: {type(e).__name__}: {first_line(e)}")
     return model
 
 
@@ -93,14 +61,14 @@ def small_mlp() -> torch.nn.Module:
 
 def dynamic_batch_onnx(export_onnx):
     expect_callable("export_onnx", export_onnx)
-    model = _seeded(small_mlp)
+    model = probes.seeded(small_mlp)
     gen = probes.fresh_generator()
     example = torch.randn(4, FEATURES, generator=gen)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
-        with quiet_export():
+        with probes.silenced():
             call(export_onnx, model, example, path, name="export_onnx")
-        onnx_model = _load(path)
+        onnx_model = load_onnx(path)
         inputs = _graph_inputs(onnx_model)
         expect(len(inputs) == 1, f"the ONNX graph has {len(inputs)} inputs; the model takes one tensor")
         batch_dim = inputs[0].type.tensor_type.shape.dim[0]
@@ -112,7 +80,7 @@ def dynamic_batch_onnx(export_onnx):
                 expected="a dim_param (symbolic name)",
                 fraction=1 / 3,
             )
-        session = _session(path)
+        session = probes.ort_session(path)
         for batch in (1, 7, 64):
             x = torch.randn(batch, FEATURES, generator=gen)
             try:
@@ -137,7 +105,7 @@ def opset(export_at_opset):
     expect_callable("export_at_opset", export_at_opset)
     import onnx
 
-    model = _seeded(small_mlp)
+    model = probes.seeded(small_mlp)
     x = torch.randn(3, FEATURES, generator=probes.fresh_generator())
     with torch.no_grad():
         want = model(x)
@@ -145,11 +113,11 @@ def opset(export_at_opset):
     with tempfile.TemporaryDirectory() as tmp:
         for number in OPSETS:
             path = Path(tmp) / f"opset{number}.onnx"
-            with quiet_export():
+            with probes.silenced():
                 call(export_at_opset, model, x, path, number, name="export_at_opset")
-            version = _default_opset(_load(path))
+            version = _default_opset(load_onnx(path))
             if version == number:
-                _close(_run(_session(path), x), want, f"at opset {number}")
+                _close(_run(probes.ort_session(path), x), want, f"at opset {number}")
                 right.append(number)
             else:
                 wrong = (number, version)
@@ -185,7 +153,7 @@ def if_node(CondGate):
         isinstance(CondGate, type) and issubclass(CondGate, Gate),
         "`CondGate` should be a class that subclasses Gate (class CondGate(Gate): ...)",
     )
-    model = _seeded(lambda: call(CondGate, name="CondGate()"))
+    model = probes.seeded(lambda: call(CondGate, name="CondGate()"))
     gen = probes.fresh_generator()
 
     def batch(n: int, sign: float) -> torch.Tensor:
@@ -199,18 +167,17 @@ def if_node(CondGate):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gate.onnx"
         try:
-            with quiet_export():
+            with probes.silenced():
                 program = torch.onnx.export(model, (cases[0][1],), dynamo=True, verbose=False,
                                             dynamic_shapes=({0: torch.export.Dim("batch")},))
                 program.save(path)
         except Exception as e:
-            first = (re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip().splitlines() or [""])[0][:160]
-            raise CheckFailed(f"torch.onnx.export(CondGate(), ...) failed: {type(e).__name__}: {first}")
-        onnx_model = _load(path)
+            raise CheckFailed(f"torch.onnx.export(CondGate(), ...) failed: {type(e).__name__}: {first_line(e, 160)}")
+        onnx_model = load_onnx(path)
         ops = op_types(onnx_model)
         expect("If" in ops, f"the ONNX graph has no If node (its op types: {dict(ops)}): the branch was not "
                "exported as control flow", measured=dict(ops), expected="an If node")
-        session = _session(path)
+        session = probes.ort_session(path)
         with torch.no_grad():
             for label, x in cases:
                 _close(_run(session, x), Gate.forward(model, x), f"on a {label}-mean batch of {len(x)}")
@@ -235,13 +202,13 @@ PREDICT_EXAMPLE_BATCH, PREDICT_RUN_BATCH = 2, 5
 
 def ort_output_of_classifier():
     """(dtype name, shape) of the array onnxruntime returns for Classifier exported with a dynamic batch."""
-    model = _seeded(Classifier)
+    model = probes.seeded(Classifier)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "classifier.onnx"
-        with quiet_export():
+        with probes.silenced():
             torch.onnx.export(model, (torch.randn(PREDICT_EXAMPLE_BATCH, 6),), dynamo=True, verbose=False,
                               dynamic_shapes=({0: torch.export.Dim("batch")},)).save(path)
-        session = _session(path)
+        session = probes.ort_session(path)
         x = torch.randn(PREDICT_RUN_BATCH, 6, generator=probes.fresh_generator())
         out = session.run(None, {session.get_inputs()[0].name: x.numpy()})[0]
     return type(out).__module__.split(".")[0], out.dtype.name, tuple(int(d) for d in out.shape)

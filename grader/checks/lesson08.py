@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
-import re
 import tempfile
 from pathlib import Path
 
@@ -20,9 +19,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_close, expect_type
+from ..checking import CheckFailed, call, expect, expect_callable, expect_close, expect_type, first_line
 from ..timing import benchmark
-from .lesson07 import _load, _seeded, _session, quiet_export
+from .lesson07 import load_onnx
 
 FEATURES, TOKENS, LAYERS = 32, 16, 2
 TRAIN_BATCH = 8  # the batch size MessyNet was written for
@@ -105,7 +104,7 @@ def build_clean(CleanNet) -> tuple[MessyNet, nn.Module]:
         isinstance(CleanNet, type) and issubclass(CleanNet, MessyNet),
         "`CleanNet` should be a class that subclasses MessyNet (class CleanNet(MessyNet): ...)",
     )
-    messy = _seeded(MessyNet)
+    messy = probes.seeded(MessyNet)
     clean = call(CleanNet, name="CleanNet()").eval()
     try:
         clean.load_state_dict(messy.state_dict())
@@ -123,21 +122,16 @@ def _eager_matches(messy, clean, gen, batch: int = TRAIN_BATCH) -> None:
         _close_all(got, reference(messy, x), f"in eager mode on a batch of {batch} with the {label}")
 
 
-def _first_line(e: BaseException) -> str:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()
-    return (text.splitlines() or [""])[0][:200]
-
-
 # --- 08.predict_messy -----------------------------------------------------------------------------
 
 def messy_facts() -> tuple[int, bool]:
     """(graphs torch.compile captures for MessyNet at its batch size, whether a static torch.export works)."""
-    messy = _seeded(MessyNet)
+    messy = probes.seeded(MessyNet)
     x = _rows(probes.fresh_generator(), TRAIN_BATCH, 3.0)
     with contextlib.redirect_stdout(io.StringIO()):
         graphs = probes.graph_breaks(messy, x).graphs
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with probes.silenced():
             torch.export.export(messy, (x,))
         exports = True
     except Exception:
@@ -193,11 +187,11 @@ def export_dynamic(CleanNet):
     example = _rows(gen, TRAIN_BATCH, 3.0)
     call(clean, example, name="CleanNet()(x)")  # the starter's NotImplementedError means "not attempted"
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        with probes.silenced():
             ep = torch.export.export(clean, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
     except Exception as e:
         raise CheckFailed(f"torch.export.export(CleanNet(), (x,), dynamic_shapes=({{0: Dim('batch')}},)) failed: "
-                          f"{type(e).__name__}: {_first_line(e)}")
+                          f"{type(e).__name__}: {first_line(e)}")
     program = ep.module()
     for n, scale in zip(EXPORT_BATCHES, (3.0, 0.5, 3.0)):
         x = _rows(gen, n, scale)
@@ -208,7 +202,7 @@ def export_dynamic(CleanNet):
         except CheckFailed as e:
             raise CheckFailed(e.message, fraction=1 / 3)
         except Exception as e:
-            raise CheckFailed(f"ep.module() failed at batch {n}: {type(e).__name__}: {_first_line(e)}", fraction=1 / 3)
+            raise CheckFailed(f"ep.module() failed at batch {n}: {type(e).__name__}: {first_line(e)}", fraction=1 / 3)
     return f"exported with a dynamic batch; ep.module() matches MessyNet at batch {', '.join(map(str, EXPORT_BATCHES))}"
 
 
@@ -225,14 +219,14 @@ def onnx_parity(CleanNet):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "clean.onnx"
         try:
-            with quiet_export():
+            with probes.silenced():
                 program = torch.onnx.export(clean, (example,), dynamo=True, verbose=False,
                                             dynamic_shapes=({0: torch.export.Dim("batch")},))
                 program.save(path)
         except Exception as e:
             raise CheckFailed(f"torch.onnx.export(CleanNet(), ..., dynamo=True) with a dynamic batch failed: "
-                              f"{type(e).__name__}: {_first_line(e)}")
-        batch_dim = _load(path).graph.input[0].type.tensor_type.shape.dim[0]
+                              f"{type(e).__name__}: {first_line(e)}")
+        batch_dim = load_onnx(path).graph.input[0].type.tensor_type.shape.dim[0]
         if not batch_dim.dim_param:
             raise CheckFailed(
                 f"the ONNX file was written, but its batch dimension is fixed at {batch_dim.dim_value}: "
@@ -240,7 +234,7 @@ def onnx_parity(CleanNet):
                 "Find what in CleanNet assumes a batch size",
                 measured=f"dim_value={batch_dim.dim_value}", expected="a dim_param (symbolic batch)", fraction=1 / 4,
             )
-        session = _session(path)
+        session = probes.ort_session(path)
         name = session.get_inputs()[0].name
         expect(len(session.get_outputs()) == len(KEYS),
                f"the ONNX graph has {len(session.get_outputs())} outputs; expected {len(KEYS)} ({', '.join(KEYS)})")
@@ -249,7 +243,7 @@ def onnx_parity(CleanNet):
             try:
                 got = tuple(torch.from_numpy(a) for a in session.run(None, {name: x.numpy()}))
             except Exception as e:
-                raise CheckFailed(f"onnxruntime failed at batch {n}: {type(e).__name__}: {_first_line(e)}", fraction=1 / 2)
+                raise CheckFailed(f"onnxruntime failed at batch {n}: {type(e).__name__}: {first_line(e)}", fraction=1 / 2)
             try:
                 _close_all(got, reference(messy, x), f"in onnxruntime at batch {n}")
             except CheckFailed as e:
