@@ -85,23 +85,196 @@ def expect(condition: bool, message: str, *, measured: Any = None, expected: Any
         raise CheckFailed(message, measured=measured, expected=expected)
 
 
+# --- answers that are data ---------------------------------------------------------------------------
+# A learner's object never decides a comparison: an `int` subclass whose __eq__ always says yes would
+# pass any `==`. Every answer that is data is first converted here to exact built-in values (or refused
+# with a clear message), and only those are compared.
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _refuse(name: str, wanted: str, value: Any) -> CheckFailed:
+    return CheckFailed(f"`{name}`: give {wanted}, got {_type_name(value)}", measured=_type_name(value), expected=wanted)
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _numpy_scalar(value: Any) -> Any:
+    """A numpy scalar of numpy's own type as the matching built-in (``np.int64(3)`` -> 3), else the value."""
+    import sys
+
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.generic) and type(value).__module__ == "numpy":
+        return value.item()
+    return value
+
+
+def _torch_scalar(value: Any) -> Any:
+    """A 0-d plain ``torch.Tensor`` as the matching built-in (``torch.tensor(3)`` -> 3), else the value."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and type(value) is torch.Tensor and value.dim() == 0:
+        return value.item()
+    return value
+
+
+def _torch_named(value: Any) -> Any:
+    """Objects torch itself uses for names, read by name: an enum member of a torch enum (``InputKind.
+    PARAMETER`` -> "PARAMETER") and an ATen op (``torch.ops.aten.addmm.default`` -> "aten.addmm.default")."""
+    import enum
+    import sys
+
+    kind = type(value)
+    if isinstance(value, enum.Enum) and kind.__module__.split(".")[0] == "torch":
+        return enum.Enum.__dict__["name"].__get__(value)  # never a `name` the enum class redefines
+    torch = sys.modules.get("torch")
+    if torch is not None and kind in (torch._ops.OpOverload, torch._ops.OpOverloadPacket):
+        return str(value)
+    return value
+
+
+def plain(name: str, value: Any) -> Any:
+    """``value`` as exact built-in data: bool, int, float, str, None, and tuples, lists, frozensets and
+    dicts of them; ``torch.Size`` becomes a tuple, ``torch.dtype`` stays (it cannot be subclassed),
+    numpy and 0-d torch scalars become Python numbers, torch's enum members and ATen ops their names.
+    Anything else (a subclass of int, str, tuple, ...) is refused with a CheckFailed naming its type."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    value = _torch_named(_torch_scalar(_numpy_scalar(value)))
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if torch is not None and kind is torch.dtype:
+        return value
+    if kind in (tuple, list) or (torch is not None and kind is torch.Size):
+        items = [plain(f"{name}[{i}]", item) for i, item in enumerate(tuple.__iter__(value) if kind is not list
+                                                                       else list.__iter__(value))]
+        return items if kind is list else tuple(items)
+    if kind in (set, frozenset):
+        return frozenset(plain(f"an element of {name}", item) for item in
+                         (set.__iter__(value) if kind is set else frozenset.__iter__(value)))
+    if kind is dict:
+        return {plain(f"a key of {name}", k): plain(f"{name}[{k!r}]", v) for k, v in dict.items(value)}
+    raise _refuse(name, "plain data (int, float, bool, str, or a tuple, list, set or dict of them)", value)
+
+
+def as_int(name: str, value: Any) -> int:
+    """An exact ``int`` (numpy and 0-d torch integers converted); bools and everything else refused."""
+    value = _torch_scalar(_numpy_scalar(value))
+    if type(value) is not int:
+        raise _refuse(name, "a plain int", value)
+    return value
+
+
+def as_bool(name: str, value: Any) -> bool:
+    value = _torch_scalar(_numpy_scalar(value))
+    if type(value) is not bool:
+        raise _refuse(name, "a plain bool (True or False)", value)
+    return value
+
+
+def as_float(name: str, value: Any) -> float:
+    """An exact ``float`` or ``int`` as a float (numpy and 0-d torch numbers converted); bools refused."""
+    value = _torch_scalar(_numpy_scalar(value))
+    if type(value) not in (int, float):
+        raise _refuse(name, "a plain float", value)
+    return float(value)
+
+
+def as_str(name: str, value: Any) -> str:
+    """An exact ``str`` (a torch enum member or ATen op is read by its name)."""
+    value = _torch_named(value)
+    if type(value) is not str:
+        raise _refuse(name, "a plain str", value)
+    return value
+
+
+def as_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    value = as_str(name, value)
+    if value not in choices:
+        raise CheckFailed(f"`{name}`: answer one of {tuple(choices)}, not {value!r}")
+    return value
+
+
+def as_ints(name: str, value: Any, length: int | None = None) -> tuple[int, ...]:
+    """A tuple, list or torch.Size of exact ints, as a tuple."""
+    value = plain(name, value)
+    if type(value) not in (tuple, list) or any(type(v) is not int for v in value):
+        raise _refuse(name, "a tuple of plain ints", value)
+    if length is not None and len(value) != length:
+        raise CheckFailed(f"`{name}` should hold {length} numbers, it holds {len(value)}")
+    return tuple(value)
+
+
+def as_tuple(name: str, value: Any, length: int) -> tuple:
+    """An exact tuple or list of ``length`` items, as a tuple (the items still to be converted)."""
+    if type(value) not in (tuple, list):
+        raise _refuse(name, f"a tuple of {length} items", value)
+    items = tuple(value)
+    if len(items) != length:
+        raise CheckFailed(f"`{name}` should be a tuple of {length} items, it has {len(items)}")
+    return items
+
+
+def as_dict(name: str, value: Any) -> dict:
+    """An exact dict, shallow-copied (its values still to be converted) with exact str or int keys."""
+    if type(value) is not dict:
+        raise _refuse(name, "a dict", value)
+    return {plain(f"a key of {name}", k): v for k, v in dict.items(value)}
+
+
 def expect_equal(what: str, measured: Any, expected: Any) -> None:
+    measured, expected = plain(what, measured), plain(what, expected)
     if measured != expected:
         raise CheckFailed(f"{what}: measured {measured!r}, expected {expected!r}", measured=repr(measured), expected=repr(expected))
 
 
 def expect_close(what: str, got: Any, want: Any, *, rtol: float | None = None, atol: float | None = None) -> None:
-    """``torch.testing.assert_close`` as a check: a mismatch is the learner's failure, not a check error."""
+    """``torch.testing.assert_close`` as a check: a mismatch is the learner's failure, not a check error.
+    ``got`` must be plain tensors (no subclass decides the comparison), in tuples, lists or dicts."""
     import torch
 
+    got = plain_tensors(what, got)
     try:
         torch.testing.assert_close(got, want, rtol=rtol, atol=atol)
     except (AssertionError, TypeError, ValueError) as e:
         raise CheckFailed(f"{what}: {_short(e)}") from None
 
 
+def plain_tensors(what: str, value: Any) -> Any:
+    """``value`` with every tensor an exact ``torch.Tensor`` (numpy arrays converted), through tuples,
+    lists and dicts; a tensor subclass or other object is refused, numbers are passed through ``plain``."""
+    import sys
+
+    import torch
+
+    np = sys.modules.get("numpy")
+    kind = type(value)
+    if kind is torch.Tensor:
+        return value.detach()
+    if kind is torch.nn.Parameter:
+        return value.data.detach()
+    if np is not None and kind is np.ndarray:
+        return torch.from_numpy(value)
+    if kind in (tuple, list):
+        items = [plain_tensors(what, v) for v in (tuple.__iter__(value) if kind is tuple else list.__iter__(value))]
+        return items if kind is list else tuple(items)
+    if kind is dict:
+        return {plain(what, k): plain_tensors(what, v) for k, v in dict.items(value)}
+    if isinstance(value, torch.Tensor):
+        raise _refuse(what, "plain torch.Tensor outputs", value)
+    return plain(what, value)
+
+
 def expect_prediction(what: str, predicted: Any, measured: Any, detail: str = "") -> None:
-    """For predict-then-verify exercises: the learner's prediction against what torch just did."""
+    """For predict-then-verify exercises: the learner's prediction against what torch just did. The
+    prediction is converted to plain data first (see ``plain``)."""
+    predicted, measured = plain(what, predicted), plain(what, measured)
     if predicted != measured:
         extra = f" ({detail})" if detail else ""
         raise CheckFailed(
@@ -111,16 +284,23 @@ def expect_prediction(what: str, predicted: Any, measured: Any, detail: str = ""
         )
 
 
+_BUILTIN_DATA = (bool, int, float, str, tuple, list, dict, set, frozenset)
+
+
 def expect_type(name: str, value: Any, types: type | tuple[type, ...]) -> None:
-    if isinstance(value, bool) and bool not in _as_tuple(types):
-        ok = False
+    """``value`` is one of ``types``: exactly, for built-in data types (a subclass of int or str could
+    lie when compared), by isinstance for other types (modules, ExportedProgram, ...)."""
+    wanted_types = _as_tuple(types)
+    kind = type(value)
+    if kind in _BUILTIN_DATA or any(issubclass(kind, t) for t in _BUILTIN_DATA):
+        ok = kind in wanted_types
     else:
-        ok = isinstance(value, types)
+        ok = isinstance(value, wanted_types)
     if not ok:
-        wanted = " or ".join(t.__name__ for t in _as_tuple(types))
+        wanted = " or ".join(t.__name__ for t in wanted_types)
         raise CheckFailed(
-            f"`{name}` should be a {wanted}, but it is a {type(value).__name__}",
-            measured=type(value).__name__,
+            f"`{name}` should be a plain {wanted}, but it is a {_type_name(value)}",
+            measured=_type_name(value),
             expected=wanted,
         )
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect_callable, expect_prediction, expect_type
+from ..checking import CheckFailed, as_ints, call, expect_callable, expect_prediction, expect_type
 
 
 def predict_shape(predicted_shape):
     expect_type("predicted_shape", predicted_shape, (tuple, torch.Size))
     measured = tuple((torch.zeros(8, 1, 3) * torch.zeros(5, 1)).shape)
-    expect_prediction("shape of torch.zeros(8, 1, 3) * torch.zeros(5, 1)", tuple(predicted_shape), measured)
+    expect_prediction("shape of torch.zeros(8, 1, 3) * torch.zeros(5, 1)", as_ints("predicted_shape", predicted_shape), measured)
 
 
 def predict_dtype(predicted_dtype):

@@ -7,7 +7,7 @@ import time
 import torch
 
 from .. import probes
-from ..checking import call, expect, expect_callable, expect_prediction, expect_type
+from ..checking import as_float, as_int, as_tuple, call, expect, expect_callable, expect_prediction, expect_type
 
 
 def gelu_tanh(x):
@@ -16,7 +16,7 @@ def gelu_tanh(x):
 
 
 def predict_ops(predicted_ops):
-    expect_type("predicted_ops", predicted_ops, int)
+    predicted_ops = as_int("predicted_ops", predicted_ops)
     ops = probes.aten_ops(gelu_tanh, torch.randn(16))
     measured = sum(ops.values())
     detail = ", ".join(f"{n}×{name}" for name, n in sorted(ops.items()))
@@ -43,12 +43,11 @@ def traffic_model(traffic):
         x = torch.randn(numel).to(dtype)
         truth = probes.bytes_moved(chain, x)
         got = call(traffic, numel, x.element_size(), len(ops), name="traffic")
-        expect_type("traffic(...)", got, tuple)
-        expect(len(got) == 2, f"`traffic` should return (unfused_bytes, fused_bytes), got {len(got)} values")
+        got = tuple(as_float(f"traffic(...)[{i}]", v) for i, v in enumerate(as_tuple("traffic(...)", got, 2)))
         want = (truth.unfused, truth.fused)
         case = f"numel={numel}, itemsize={x.element_size()}, n_ops={len(ops)}"
         expect(
-            tuple(int(v) for v in got) == want and all(float(v) == int(v) for v in got),
+            got == tuple(float(v) for v in want),
             f"for {case}: you returned {tuple(got)}, the dispatcher measured {want}",
             measured=tuple(got),
             expected=want,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_close, expect_callable, expect_prediction, expect_type
+from ..checking import CheckFailed, as_int, as_ints, as_str, call, expect, expect_close, expect_callable, expect_prediction, expect_type
 
 # The call sequence of exercise 02.predict_compiles: (shape, dtype) of the one argument, in order.
 CALLS = (
@@ -28,8 +28,8 @@ def compiling_calls() -> list[int]:
 
 def predict_compiles(predicted_compiling_calls):
     expect_type("predicted_compiling_calls", predicted_compiling_calls, (list, tuple))
-    measured = compiling_calls()
-    expect_prediction("calls that compiled", sorted(predicted_compiling_calls), measured)
+    predicted = sorted(as_ints("predicted_compiling_calls", predicted_compiling_calls))
+    expect_prediction("calls that compiled", predicted, compiling_calls())
 
 
 def _with_breaks(x):
@@ -57,7 +57,7 @@ def counting_backend(GraphCounter):
         expect_close("outputs through your backend", out, fn(x))
         truth = probes.graph_breaks(fn, x)
         for attr, want in (("graphs", truth.graphs), ("ops", reference.ops)):
-            got = getattr(counter, attr, None)
+            got = as_int(f"your backend's `{attr}` after compiling `{fn.__name__}`", getattr(counter, attr, None))
             expect(
                 got == want,
                 f"compiling `{fn.__name__}` ({truth.breaks} graph breaks): your backend counted {attr}={got!r}, "
@@ -95,7 +95,8 @@ def state_dict_roundtrip(save_for_eager):
             state = call(save_for_eager, compiled, name="save_for_eager")
         finally:
             torch._dynamo.reset()
-        expect_type("save_for_eager(...)", state, dict)
+        expect(isinstance(state, dict), f"`save_for_eager` should return a state_dict (a dict), not a {type(state).__name__}")
+        state = {as_str("a key of your state_dict", key): value for key, value in dict.items(state)}
         fresh = _Net()
         try:
             fresh.load_state_dict(state, strict=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_close, expect_callable, expect_prediction, expect_type
+from ..checking import CheckFailed, as_bool, as_dict, as_int, as_ints, as_tuple, call, expect, expect_close, expect_callable, expect_prediction
 
 
 def pure_math(x):
@@ -47,13 +47,19 @@ def measured_breaks(fn, x=None) -> probes.Breaks:
 
 
 def predict_breaks(predicted_breaks):
-    expect_type("predicted_breaks", predicted_breaks, dict)
+    predicted_breaks = as_dict("predicted_breaks", predicted_breaks)
+    guesses = {}
+    for name in SNIPPETS:
+        if name in predicted_breaks:
+            where = f"predicted_breaks[{name!r}]"
+            count, ok = as_tuple(where, predicted_breaks[name], 2)
+            guesses[name] = (as_int(f"{where}[0]", count), as_bool(f"{where}[1]", ok))
     wrong, right = [], 0
     for name, fn in SNIPPETS.items():
         b = measured_breaks(fn)
         truth = (b.graphs, b.fullgraph_ok)
-        guess = predicted_breaks.get(name)
-        if isinstance(guess, (tuple, list)) and len(guess) == 2 and (guess[0], bool(guess[1])) == truth:
+        guess = guesses.get(name)
+        if guess == truth:
             right += 1
         else:
             wrong.append(f"{name}: you said {guess!r}, measured (graphs={truth[0]}, fullgraph_ok={truth[1]})")
@@ -107,12 +113,12 @@ def scalar_fn(x):
 
 
 def predict_scalar_capture(predicted_default, predicted_captured):
-    for name, value in (("predicted_default", predicted_default), ("predicted_captured", predicted_captured)):
-        expect_type(name, value, tuple)
+    predicted_default = as_ints("predicted_default", predicted_default, 2)
+    predicted_captured = as_ints("predicted_captured", predicted_captured, 2)
     b = measured_breaks(scalar_fn)
     default = (b.graphs, b.breaks)
     with torch._dynamo.config.patch(capture_scalar_outputs=True):
         b = measured_breaks(scalar_fn)
     captured = (b.graphs, b.breaks)
-    expect_prediction("(graphs, breaks) of scalar_fn by default", tuple(predicted_default), default)
-    expect_prediction("(graphs, breaks) with capture_scalar_outputs=True", tuple(predicted_captured), captured)
+    expect_prediction("(graphs, breaks) of scalar_fn by default", predicted_default, default)
+    expect_prediction("(graphs, breaks) with capture_scalar_outputs=True", predicted_captured, captured)

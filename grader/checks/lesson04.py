@@ -6,7 +6,7 @@ import random
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_prediction, expect_type
+from ..checking import CheckFailed, as_choice, as_int, call, expect, expect_callable, expect_prediction
 
 
 def scaled(x, k):
@@ -31,7 +31,7 @@ def compiles_for_calls() -> int:
 
 
 def predict_compiles(predicted_compiles):
-    expect_type("predicted_compiles", predicted_compiles, int)
+    predicted_compiles = as_int("predicted_compiles", predicted_compiles)
     expect_prediction("compiles over the seven calls", predicted_compiles, compiles_for_calls())
 
 
@@ -106,8 +106,7 @@ def _what_changed(first, second) -> list[str]:
 
 
 def name_the_guard(failed_guard):
-    expect_type("failed_guard", failed_guard, str)
-    expect(failed_guard in GUARD_CHOICES, f"answer one of {GUARD_CHOICES}, not {failed_guard!r}")
+    failed_guard = as_choice("failed_guard", failed_guard, GUARD_CHOICES)
     first, second = guard_pair()
     compiles = probes.count_compiles(scaled, [first, second]).compiles
     if compiles != 2:

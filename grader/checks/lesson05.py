@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from .. import probes
-from ..checking import CheckFailed, NotAttempted, call, expect, expect_callable, expect_close, expect_type
+from ..checking import (CheckFailed, NotAttempted, as_str, as_tuple, call, expect, expect_callable, expect_close,
+                        expect_type, plain)
 
 
 class Scaler(nn.Module):
@@ -34,10 +35,11 @@ def input_specs(predicted_specs):
     expect_type("predicted_specs", predicted_specs, (list, tuple))
     truth = input_specs_of(Scaler().eval(), torch.randn(3, 6))
     guess = []
-    for item in predicted_specs:
-        expect(isinstance(item, (list, tuple)) and len(item) == 2, f"each entry should be a (kind, target) pair, not {item!r}")
-        kind, target = item
-        guess.append((str(kind).upper(), target))
+    for i, item in enumerate(predicted_specs):
+        kind, target = as_tuple(f"predicted_specs[{i}] (a (kind, target) pair)", item, 2)
+        kind = as_str(f"the kind in predicted_specs[{i}]", kind).upper()
+        target = None if target is None else as_str(f"the target in predicted_specs[{i}]", target)
+        guess.append((kind.removeprefix("INPUTKIND."), target))
     right = sum(1 for g, t in zip(guess, truth) if g == t)
     if guess != truth:
         raise CheckFailed(
@@ -75,7 +77,8 @@ def decomposed_ops() -> set[str]:
 
 def predict_decomposed_ops(predicted_ops):
     expect_type("predicted_ops", predicted_ops, (set, frozenset, list, tuple))
-    guess = {str(op).split(".")[1] if str(op).startswith("aten.") else str(op) for op in predicted_ops}
+    names = [as_str("an op in predicted_ops", op) for op in plain("predicted_ops", predicted_ops)]
+    guess = {op.split(".")[1] if op.startswith("aten.") else op for op in names}
     truth = decomposed_ops()
     if guess != truth:
         missing, extra = sorted(truth - guess), sorted(guess - truth)

@@ -5,7 +5,7 @@ import torch
 from torch.export import Dim, ExportedProgram, export
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_type
+from ..checking import CheckFailed, as_choice, call, expect_callable, expect_type
 
 
 def _quiet_export(*args, **kwargs) -> ExportedProgram:
@@ -64,9 +64,8 @@ def batch1_outcome(batch_dim) -> str:
 
 
 def batch1_trap(predicted_named, predicted_auto):
-    for name, value in (("predicted_named", predicted_named), ("predicted_auto", predicted_auto)):
-        expect_type(name, value, str)
-        expect(value in OUTCOMES, f"`{name}`: answer one of {OUTCOMES}, not {value!r}")
+    predicted_named = as_choice("predicted_named", predicted_named, OUTCOMES)
+    predicted_auto = as_choice("predicted_auto", predicted_auto, OUTCOMES)
     truths = {"Dim('batch')": (predicted_named, batch1_outcome(Dim("batch"))),
               "Dim.AUTO": (predicted_auto, batch1_outcome(Dim.AUTO))}
     wrong = [f"with {spec} you predicted {p!r}; torch gave {t!r}" for spec, (p, t) in truths.items() if p != t]

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_close, expect_type, first_line
+from ..checking import CheckFailed, as_ints, as_tuple, call, expect, expect_callable, expect_close, first_line
 
 FEATURES = 10
 
@@ -215,26 +215,27 @@ def ort_output_of_classifier():
 
 
 def _dtype_name(value) -> str | None:
-    if isinstance(value, torch.dtype):
-        return str(value).removeprefix("torch.")
-    try:
-        import numpy as np
+    """The numpy name of a dtype given as a torch dtype, a numpy dtype or scalar type, or a plain str;
+    None when numpy does not know it. Any other object is refused (it could lie when compared)."""
+    import numpy as np
 
-        return np.dtype(value).name
-    except TypeError:
-        return None
+    if type(value) is torch.dtype:
+        return str(value).removeprefix("torch.")
+    numpy_type = isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy"
+    numpy_dtype = isinstance(value, np.dtype) and type(value).__module__.startswith("numpy")
+    if type(value) is str or numpy_type or numpy_dtype or any(value is t for t in (int, float, bool)):
+        try:
+            return np.dtype(value).name
+        except TypeError:
+            return None
+    raise CheckFailed(f"give the dtype as a plain str such as 'float32', not a {type(value).__name__}")
 
 
 def predict_ort_output(predicted):
-    expect_type("predicted_output", predicted, tuple)
-    expect(len(predicted) == 2, "answer a tuple of two things: (dtype name, shape), e.g. ('float32', (4, 2))")
-    dtype, shape = predicted
+    dtype, shape = as_tuple("predicted_output (dtype name, shape), e.g. ('float32', (4, 2))", predicted, 2)
     name = _dtype_name(dtype)
     expect(name is not None, f"{dtype!r} is not a dtype name numpy understands (try e.g. 'float32')")
-    expect(
-        isinstance(shape, tuple) and all(isinstance(d, int) and not isinstance(d, bool) for d in shape),
-        f"the shape should be a tuple of ints, not {shape!r}",
-    )
+    shape = as_ints("the shape in predicted_output", shape)
     _, real_dtype, real_shape = ort_output_of_classifier()
     right = (name == real_dtype) + (shape == real_shape)
     if right < 2:

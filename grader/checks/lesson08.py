@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import probes
-from ..checking import CheckFailed, call, expect, expect_callable, expect_close, expect_type, first_line
+from ..checking import CheckFailed, as_bool, as_int, call, expect, expect_callable, expect_close, expect_type, first_line
 from ..timing import benchmark
 from .lesson07 import load_onnx
 
@@ -140,8 +140,8 @@ def messy_facts() -> tuple[int, bool]:
 
 
 def predict_messy(predicted_graphs, predicted_export_ok):
-    expect_type("predicted_graphs", predicted_graphs, int)
-    expect_type("predicted_export_ok", predicted_export_ok, bool)
+    predicted_graphs = as_int("predicted_graphs", predicted_graphs)
+    predicted_export_ok = as_bool("predicted_export_ok", predicted_export_ok)
     graphs, exports = messy_facts()
     wrong = []
     if predicted_graphs != graphs:

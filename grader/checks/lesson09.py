@@ -6,7 +6,7 @@ each check runs the drill's snippet on the installed torch.
 from __future__ import annotations
 
 from .. import drills
-from ..checking import CheckFailed, call, expect, expect_callable, expect_type
+from ..checking import CheckFailed, as_dict, call, expect, expect_callable, plain
 
 # Exercise 09.predict_round: five predict-then-verify drills.
 PREDICT_ROUND = ("03.print_first", "04.zero_one", "04.duck_sizing", "06.auto_batch1", "07.argmax_dtype")
@@ -16,7 +16,7 @@ CONCEPT_ROUND = ("03.explain_zero", "04.mark_dynamic", "05.compile_or_export", "
 
 
 def _round(name: str, answers, ids) -> str:
-    expect_type(name, answers, dict)
+    answers = as_dict(name, answers)
     unknown = sorted(set(answers) - set(ids))
     expect(not unknown, f"`{name}` has keys that are not in this round: {unknown}; the round is {list(ids)}")
     wrong = []
@@ -24,6 +24,8 @@ def _round(name: str, answers, ids) -> str:
         drill = drills.get(drill_id)
         truth = drills.answer_of(drill)
         given = answers.get(drill_id, ...)
+        if given is not ...:
+            given = plain(f"{name}[{drill_id!r}]", given)
         if given is ...:
             wrong.append(f"{drill_id}: no answer")
         elif not drills.is_correct(drill, given, truth):
@@ -97,7 +99,8 @@ def write_a_drill(graphs_of):
         with drills.quietly():
             truth = true_graph_count(snippet)
             got = call(graphs_of, snippet, name="graphs_of")
-        if isinstance(got, bool) or not isinstance(got, (int, str)) or str(got).strip() != str(truth):
+        got = plain(f"graphs_of(snippet {number})", got)
+        if type(got) not in (int, str) or str(got).strip() != str(truth):
             wrong.append(f"snippet {number}: graphs_of returned {got!r}, explain measured {truth}")
     if wrong:
         right = len(GRAPH_SNIPPETS) - len(wrong)
