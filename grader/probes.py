@@ -16,7 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from .checking import call
+from .checking import call, plain_tensors
 
 
 # --- eager dispatch -------------------------------------------------------------------------------
@@ -183,12 +183,43 @@ def compare(
         want = reference(*inputs)
         got = call(candidate, *inputs, name=name)
         try:
-            torch.testing.assert_close(got, want, rtol=rtol, atol=atol)
+            torch.testing.assert_close(plain_tensors(f"the output of {name}", got), want, rtol=rtol, atol=atol)
         except (AssertionError, TypeError, ValueError) as e:
             first = " ".join(str(e).split())[:300]
             shapes = ", ".join(str(tuple(t.shape)) for t in inputs if isinstance(t, torch.Tensor))
             return f"on random inputs of shape {shapes}: {first}"
     return None
+
+
+def sign_cases(gen: torch.Generator, shape: Sequence[int], *, reduce: str = "sum") -> list[tuple[str, torch.Tensor]]:
+    """Inputs for "branch on the sign of x.sum()" (or of x.mean()) that tell the right reading from the
+    natural misreadings: mixed signs with a positive and with a negative total (where per-element
+    ``torch.where(x > 0, ...)``, ``(x > 0).all()``, ``.any()`` and ``x.max() > 0`` pick the wrong branch
+    on one of them), all positive, all negative, and an exact zero total (``>`` against ``>=``).
+
+    Every input has at least two elements; the zero-total one holds small integers, so the total is
+    exactly 0 in any summation order."""
+    numel = 1
+    for d in shape:
+        numel *= d
+    assert numel >= 2, "sign_cases needs at least two elements"
+
+    def mixed(total_sign: float) -> torch.Tensor:
+        while True:  # a total far enough from 0 that no summation order can flip its sign
+            x = torch.randn(numel, generator=gen).abs() + 0.05
+            x[torch.randperm(numel, generator=gen)[: max(1, numel // 2)]] *= -1  # both signs present
+            if abs(float(x.sum())) > 0.1:
+                break
+        return (x if (x.sum() > 0) == (total_sign > 0) else -x).view(*shape)
+
+    half = torch.randint(1, 5, (numel // 2,), generator=gen).float()
+    zero = torch.cat([half, -half, torch.zeros(numel % 2)])[torch.randperm(numel, generator=gen)].view(*shape)
+    positive = (torch.rand(numel, generator=gen) + 0.05).view(*shape)
+    cases = [("mixed signs, positive " + reduce, mixed(1.0)), ("mixed signs, negative " + reduce, mixed(-1.0)),
+             ("all positive", positive), ("all negative", -positive.flip(0)), (reduce + " exactly 0", zero)]
+    for label, x in cases:
+        assert label.endswith("0") or (x.sum() > 0) == ("positive" in label), label
+    return cases
 
 
 # --- quiet helpers for exporters and runtimes -------------------------------------------------------

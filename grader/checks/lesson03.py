@@ -81,31 +81,36 @@ def branchy(x):
     return y + 1
 
 
+# Shapes for 03.zero_breaks: odd sizes, a single row, a tall batch; each gets every sign case.
+ZERO_BREAK_SHAPES = ((6, 5), (1, 2), (3, 7), (64, 3))
+
+
+def branch_cases(gen: torch.Generator) -> list[tuple[str, torch.Tensor]]:
+    """Inputs on which branching on the sign of the sum differs from its natural misreadings
+    (per-element ``torch.where(x > 0, ...)``, ``.all()``, ``.any()``, ``x.max() > 0``, ``>=``), at
+    several shapes, plus a non-contiguous input."""
+    cases = [(f"{label}, shape {shape}", x) for shape in ZERO_BREAK_SHAPES for label, x in probes.sign_cases(gen, shape)]
+    cases.append(("a non-contiguous (transposed) input", torch.randn(5, 6, generator=gen).t()))
+    return cases
+
+
 def zero_breaks(fixed):
     expect_callable("fixed", fixed)
-
-    def inputs(gen):
-        x = torch.randn(6, 5, generator=gen)
-        return (x.abs() if torch.rand((), generator=gen) < 0.5 else -x.abs(),)
-
-    gen = probes.fresh_generator()
-    both = [(torch.randn(6, 5, generator=gen).abs(),), (-torch.randn(6, 5, generator=gen).abs(),)]
-    for (x,) in both:  # one input per branch first, then random ones
-        problem = probes.compare(branchy, fixed, lambda g, x=x: (x.clone(),), trials=1, name="fixed")
-        expect(problem is None, f"`fixed` differs from `branchy` {problem}")
-    problem = probes.compare(branchy, fixed, inputs, trials=6, name="fixed")
-    expect(problem is None, f"`fixed` differs from `branchy` {problem}")
-    breaks = measured_breaks(fixed, both[0][0]).breaks
+    cases = branch_cases(probes.fresh_generator())
+    for label, x in cases:
+        got = call(fixed, x.clone(), name="fixed")
+        expect_close(f"`fixed` differs from `branchy` on {label}", got, branchy(x.clone()))
+    breaks = measured_breaks(fixed, cases[0][1]).breaks
     expect(breaks == 0, f"torch._dynamo.explain still finds {breaks} graph break(s) in `fixed`", measured=breaks, expected=0)
     torch._dynamo.reset()
     try:
         compiled = torch.compile(fixed, backend="eager", fullgraph=True)
-        for (x,) in both:
-            out = call(compiled, x, name="torch.compile(fixed, fullgraph=True)")
-            expect_close("torch.compile(fixed, fullgraph=True) against branchy", out, branchy(x))
+        for label, x in cases:  # the compiled function must be the one that is right
+            out = call(compiled, x.clone(), name="torch.compile(fixed, fullgraph=True)")
+            expect_close(f"torch.compile(fixed, fullgraph=True) differs from `branchy` on {label}", out, branchy(x.clone()))
     finally:
         torch._dynamo.reset()
-    return "zero graph breaks, compiles with fullgraph=True, and matches on both branches"
+    return "zero graph breaks, compiles with fullgraph=True, and matches `branchy` on both branches at every shape"
 
 
 def scalar_fn(x):

@@ -148,6 +148,27 @@ class Gate(torch.nn.Module):
         return torch.tanh(self.down(x))
 
 
+GATE_BATCHES = (1, 3, 64)
+
+
+def with_if_condition(model, value: bool, path: Path):
+    """Write ``model`` to ``path`` with the condition of every top-level If node replaced by the constant
+    ``value``: if the If is what chooses the branch, onnxruntime then follows that branch on every input."""
+    import copy
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    forced = copy.deepcopy(model)
+    name = f"grader_forced_{str(value).lower()}"
+    forced.graph.node.insert(0, helper.make_node("Constant", [], [name], value=helper.make_tensor(name, TensorProto.BOOL, [], [value])))
+    for node in forced.graph.node:
+        if node.op_type == "If":
+            node.input[0] = name
+    onnx.save(forced, str(path))
+    return probes.ort_session(path)
+
+
 def if_node(CondGate):
     expect(
         isinstance(CondGate, type) and issubclass(CondGate, Gate),
@@ -155,15 +176,13 @@ def if_node(CondGate):
     )
     model = probes.seeded(lambda: call(CondGate, name="CondGate()"))
     gen = probes.fresh_generator()
-
-    def batch(n: int, sign: float) -> torch.Tensor:
-        return sign * (torch.rand(n, 8, generator=gen) + 0.1)  # mean surely > 0 (sign 1) or < 0 (sign -1)
-
-    cases = [("positive", batch(3, 1.0)), ("negative", batch(5, -1.0)), ("positive", batch(9, 1.0))]
+    # Mixed signs with either sign of the mean (where per-element torch.where, .all(), .any() and
+    # x.max() > 0 choose wrongly), one sign only, a mean of exactly 0, at batch 1, 3 and 64.
+    cases = [(f"{label} (batch {n})", x) for n in GATE_BATCHES for label, x in probes.sign_cases(gen, (n, 8), reduce="mean")]
     with torch.no_grad():
         for label, x in cases:
-            got = call(model, x, name="CondGate()(x)")
-            expect_close(f"in eager mode, CondGate differs from Gate on a {label}-mean batch", got, Gate.forward(model, x))
+            got = call(model, x.clone(), name="CondGate()(x)")
+            expect_close(f"in eager mode, CondGate differs from Gate on {label}", got, Gate.forward(model, x))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "gate.onnx"
         try:
@@ -180,8 +199,16 @@ def if_node(CondGate):
         session = probes.ort_session(path)
         with torch.no_grad():
             for label, x in cases:
-                _close(_run(session, x), Gate.forward(model, x), f"on a {label}-mean batch of {len(x)}")
-    return "the graph has an If node and onnxruntime matches eager on both branches"
+                _close(_run(session, x), Gate.forward(model, x), f"on {label}")
+            branches = {True: ("relu(up(x))", lambda x: torch.relu(model.up(x))),
+                        False: ("tanh(down(x))", lambda x: torch.tanh(model.down(x)))}
+            for value, (formula, branch) in branches.items():
+                forced = with_if_condition(onnx_model, value, Path(tmp) / f"forced-{value}.onnx")
+                for label, x in cases:
+                    expect_close(f"with the If's condition forced to {value}, the graph should compute {formula} on "
+                                 f"any input, but on {label} it does not: the If must be what chooses the branch",
+                                 _run(forced, x), branch(x), rtol=1e-4, atol=1e-5)
+    return "the graph's If node chooses the branch, and onnxruntime matches eager on every input"
 
 
 # --- 07.predict_ort_output -------------------------------------------------------------------------
