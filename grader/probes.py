@@ -118,22 +118,58 @@ def graph_breaks(fn: Callable, *args: Any, **kwargs: Any) -> Breaks:
 
 @dataclass
 class CountingBackend:
-    """A torch.compile backend that records every FX graph it is given and runs it unchanged."""
+    """A torch.compile backend that records every FX graph it is given and runs it unchanged.
+
+    It also counts every execution of each graph (``runs[i]`` for ``graphs[i]``): a compiled graph
+    that exists but never runs proves nothing. Set ``record`` to a list to have each execution append
+    ``(graph index, inputs, outputs)`` to it (what went in and came out of compiled code)."""
 
     graphs: list[torch.fx.GraphModule] = field(default_factory=list)
     compiled_at: list[int] = field(default_factory=list)  # 1-based calls that compiled (count_compiles)
+    runs: list[int] = field(default_factory=list)  # executions of each graph, in the order of `graphs`
+    record: list | None = None
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        index = len(self.graphs)
         self.graphs.append(gm)
-        return gm.forward
+        self.runs.append(0)
+        forward = gm.forward
+
+        def run(*args):
+            out = forward(*args)
+            self.runs[index] += 1
+            if self.record is not None:
+                self.record.append((index, args, out))
+            return out
+
+        return run
 
     @property
     def compiles(self) -> int:
         return len(self.graphs)
 
     @property
+    def executions(self) -> int:
+        """Executions of compiled graphs so far, all graphs together."""
+        return sum(self.runs)
+
+    @property
     def ops(self) -> int:
         return sum(1 for gm in self.graphs for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+    def op_names(self, index: int | None = None) -> collections.Counter:
+        """Names of the ops in graph ``index`` (all graphs when None): ``torch.tanh`` and ``aten.tanh``
+        are both "tanh", ``x.mean(...)`` is "mean", ``x @ y`` is "matmul"."""
+        graphs = self.graphs if index is None else [self.graphs[index]]
+        names = collections.Counter()
+        for gm in graphs:
+            for n in gm.graph.nodes:
+                if n.op in ("call_function", "call_method"):
+                    target = n.target
+                    packet = getattr(target, "overloadpacket", target)  # an ATen OpOverload
+                    name = target if isinstance(target, str) else getattr(packet, "__name__", str(target))
+                    names[name.split(".")[-1]] += 1
+        return names
 
 
 def count_compiles(fn: Callable, calls: Iterable[Sequence[Any]], **compile_kwargs: Any) -> CountingBackend:

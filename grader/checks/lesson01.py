@@ -55,34 +55,83 @@ def traffic_model(traffic):
     return "your traffic model matches what eager mode moved on random chains"
 
 
-def _spin(seconds: float):
-    def fixed_cost(x):
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            pass
-        return x
+def _kernel(numel: int, passes: int, stamps: int):
+    """Real elementwise work over ``x`` whose amount the check draws: ``passes`` adds over each chunk of
+    ``x`` into a buffer. Chunks stay below ATen's grain size (one thread per op: no barrier waits on a
+    busy machine) and in cache while they are worked on. Each call writes its own wall time to the pipe
+    ``stamps``, whose read end only the check holds: the kernel carries no number that tells how long
+    it takes, and the check learns how long each of the learner's calls took, under the same load."""
+    import os
+    import struct
 
-    return fixed_cost
+    chunk = 16_384
+    out = torch.empty(numel)
+    clock, pack, write = time.perf_counter, struct.Struct("d").pack, os.write
+
+    def kernel(x):
+        start = clock()
+        for src, dst in zip(x.split(chunk), out.split(chunk)):
+            for _ in range(passes):
+                torch.add(src, 1.0, out=dst)
+        try:
+            write(stamps, pack(clock() - start))
+        except BlockingIOError:  # the pipe is full (thousands of calls): enough are recorded
+            pass
+        return out
+
+    return kernel
 
 
 def bandwidth(bandwidth_gbs):
     expect_callable("bandwidth_gbs", bandwidth_gbs)
-    # A "kernel" whose duration the grader controls. The grader also times it itself, right after the
-    # learner, so load on the machine stretches both measurements alike.
-    from ..timing import benchmark
+    # Real work whose size is drawn now, three times: the length of x (the bytes the answer divides) and
+    # the work per call (the time) independently, so that neither the callable nor a guess gives the answer.
+    # The truth is the wall time of the learner's own calls of fn, recorded by fn itself as they happen:
+    # whatever load the machine is under stretches the learner's stopwatch and the grader's alike.
+    import os
+    import statistics
+    import struct
 
-    seconds = 0.02  # long enough that scheduler preemption on a busy machine is small beside it
-    fixed_cost = _spin(seconds)
-    x = torch.empty(1_000_000, dtype=torch.float32)
-    moved = 2 * x.numel() * x.element_size()
-    got = call(bandwidth_gbs, fixed_cost, x, name="bandwidth_gbs")
-    expect_type("bandwidth_gbs(...)", got, (float, int))
-    expected = moved / benchmark(fixed_cost, x).median / 1e9
-    expect(
-        0.75 * expected <= got <= 1.33 * expected,
-        f"for a pass over {x.numel():,} float32 values that takes about {seconds * 1e3:g} ms, you measured "
-        f"{got:.3g} GB/s; reading and writing {moved / 1e6:g} MB at the grader's measured time is {expected:.3g} GB/s",
-        measured=f"{got:.3g} GB/s",
-        expected=f"{expected:.3g} GB/s (±25%)",
-    )
-    return "your meter agrees with a pass whose bandwidth the grader knows"
+    rng = random.Random(probes.fresh_generator().initial_seed())
+    for _ in range(3):
+        x = torch.randn(int(2 ** rng.uniform(18, 22)))  # 0.26M .. 4.2M float32 values
+        ops = int(2 ** rng.uniform(12, 15))  # single-threaded adds of 16K values: ~10 .. 250 ms a call
+        moved = 2 * x.numel() * x.element_size()
+        read_end, write_end = os.pipe()
+        try:
+            os.set_blocking(read_end, False)
+            os.set_blocking(write_end, False)
+            fn = _kernel(x.numel(), max(1, round(ops / -(-x.numel() // 16_384))), write_end)
+            got = call(bandwidth_gbs, fn, x, name="bandwidth_gbs")
+            stamps = b""
+            while True:
+                try:
+                    data = os.read(read_end, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not data:
+                    break
+                stamps += data
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+        expect_type("bandwidth_gbs(...)", got, (float, int))
+        seconds = [s for (s,) in struct.iter_unpack("d", stamps[: len(stamps) // 8 * 8])]
+        expect(
+            bool(seconds),
+            "bandwidth_gbs returned without calling fn(x): measure it (time the calls with grader.benchmark)",
+            measured="no call of fn", expected="a measurement of fn(x)",
+        )
+        # Any honest statistic of those calls, or of some of them (the timed ones after a warm-up), lies
+        # between the slowest and the fastest call: the best, a median, a mean.
+        low, high = moved / max(seconds) / 1e9, moved / min(seconds) / 1e9
+        median = moved / statistics.median(seconds) / 1e9
+        expect(
+            0.75 * low <= got <= 1.33 * high,
+            f"for a pass over {x.numel():,} float32 values, your {len(seconds)} call(s) of fn took "
+            f"{statistics.median(seconds) * 1e3:.3g} ms (median) as fn's own clock recorded them, so reading "
+            f"and writing {moved / 1e6:.3g} MB ran at {median:.3g} GB/s; you measured {got:.3g} GB/s",
+            measured=f"{got:.3g} GB/s",
+            expected=f"{low:.3g} .. {high:.3g} GB/s (±25%)",
+        )
+    return "your meter agrees with fn's own clock on three passes of different sizes and speeds"

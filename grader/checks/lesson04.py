@@ -49,20 +49,55 @@ def two_compiles(make_fast):
     if sizes.index(1) < 2:  # batch 1 must come after two other sizes, as in production traffic
         sizes.remove(1)
         sizes.insert(rng.randint(2, len(sizes)), 1)
+    from torch.utils._pytree import tree_leaves
+
+    from ..checking import expect_close, plain_tensors
+
     torch._dynamo.reset()
     backend = probes.CountingBackend()
     fast = call(make_fast, _layer, backend, name="make_fast")
     expect_callable("make_fast(fn, backend)", fast)
+
+    def run_compiled(x: torch.Tensor, what: str) -> None:
+        """One call of `fast`, which must run `fn` as compiled code: a graph the backend compiled runs
+        during the call, holds `_layer`'s ops, is given the call's input and computes the call's output."""
+        want, x_before = _layer(x), x.clone()
+        backend.record = []
+        try:
+            out = call(fast, x, name=what)
+        finally:
+            ran, backend.record = backend.record, None
+        expect_close(f"{what}: the output at batch {len(x)} differs from fn's", out, want, rtol=1e-5, atol=1e-5)
+        out = plain_tensors(what, out)
+        expect(
+            bool(ran) or backend.compiles <= 2,
+            f"{backend.compiles} compiles by batch {len(x)} (in the order {sizes[:6]}...), and then Dynamo gave up "
+            "and ran fn in eager (its recompile limit); at most 2 allowed",
+            measured=backend.compiles,
+            expected="<= 2",
+        )
+        expect(
+            bool(ran),
+            f"{what} ran no graph that the backend compiled at batch {len(x)}: every call must run `fn` "
+            "compiled with `backend=backend` (return the compiled function, not `fn` itself)",
+            measured=f"{backend.compiles} graph(s) compiled, none ran during this call",
+            expected="a compiled graph runs on every call",
+        )
+        ops = {name for i in {index for index, _, _ in ran} for name in backend.op_names(i)}
+        missing = [op for op in ("tanh", "sum", "mean") if op not in ops] + ([] if ops & {"matmul", "mm"} else ["matmul"])
+        expect(not missing, f"the graph that ran at batch {len(x)} does not compute fn: it has no {', '.join(missing)} "
+               f"(its ops: {', '.join(sorted(ops))})", measured=sorted(ops), expected="fn's tanh, matmul, sum, mean")
+        tensors = [t for _, args, outs in ran for t in (*args, *tree_leaves(outs)) if type(t) is torch.Tensor]
+        expect(any(t.shape == x.shape and torch.equal(t, x_before) for t in tensors),
+               f"the graph that ran at batch {len(x)} was not given the call's input: call the compiled `fn` on x")
+        expect(any(t.shape == out.shape and torch.equal(t, out) for t in tensors),
+               f"the output at batch {len(x)} is not what the compiled graph computed: return its result")
+
     gen = probes.fresh_generator()
     try:
         inputs = {n: torch.randn(n, 6, generator=gen) for n in sizes}
         for n in sizes:
-            out = call(fast, inputs[n], name="the function make_fast returned")
-            expect(torch.allclose(out, _layer(inputs[n]), atol=1e-5), f"outputs differ from the original at batch {n}")
-        expect(
-            backend.compiles >= 1,
-            "the backend passed to make_fast never received a graph: compile `fn` with `backend=backend`",
-        )
+            run_compiled(inputs[n], "the function make_fast returned")
         expect(
             backend.compiles <= 2,
             f"{backend.compiles} compiles across batch sizes 1..64 (in the order {sizes[:6]}...); at most 2 allowed",
@@ -72,7 +107,7 @@ def two_compiles(make_fast):
         torch.compiler.set_stance("fail_on_recompile")
         try:
             for n in sizes:
-                call(fast, inputs[n], name="the compiled function under fail_on_recompile")
+                run_compiled(inputs[n], "the compiled function under fail_on_recompile")
         finally:
             torch.compiler.set_stance("default")
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import tempfile
 from pathlib import Path
 
@@ -19,8 +18,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import probes
-from ..checking import CheckFailed, as_bool, as_int, call, expect, expect_callable, expect_close, expect_type, first_line
-from ..timing import benchmark
+from ..checking import CheckFailed, as_bool, as_int, call, expect, expect_callable, expect_close, first_line
 from .lesson07 import load_onnx
 
 FEATURES, TOKENS, LAYERS = 32, 16, 2
@@ -117,9 +115,10 @@ def build_clean(CleanNet) -> tuple[MessyNet, nn.Module]:
 def _eager_matches(messy, clean, gen, batch: int = TRAIN_BATCH) -> None:
     for label, scale in (("peak below the limit", 0.5), ("peak above the limit", 3.0)):
         x = _rows(gen, batch, scale)
+        want = reference(messy, x)  # before the learner's code runs: it must not be able to change x first
         with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
-            got = outputs_of(call(clean, x, name="CleanNet()(x)"), "CleanNet()(x)")
-        _close_all(got, reference(messy, x), f"in eager mode on a batch of {batch} with the {label}")
+            got = outputs_of(call(clean, x.clone(), name="CleanNet()(x)"), "CleanNet()(x)")
+        _close_all(got, want, f"in eager mode on a batch of {batch} with the {label}")
 
 
 # --- 08.predict_messy -----------------------------------------------------------------------------
@@ -173,7 +172,28 @@ def zero_breaks(CleanNet):
             expected="one graph, fullgraph=True compiles",
             fraction=1 / 3,
         )
-    return f"same outputs as MessyNet on both sides of the branch; one graph of {b.ops} ops, fullgraph=True compiles"
+    # The compiled graph must compute the same thing: a forward that asks torch.compiler.is_compiling()
+    # could give eager the right answer and the graph another. Fresh inputs on both sides of the branch.
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(clean, backend="eager", fullgraph=True)
+        for label, scale in (("peak below the limit", 0.5), ("peak above the limit", 3.0)):
+            x = _rows(gen, TRAIN_BATCH, scale)
+            want, x_before = reference(messy, x), x.clone()  # before the call, which could write into x
+            with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+                got = outputs_of(call(compiled, x, name="torch.compile(CleanNet(), fullgraph=True)(x)"),
+                                 "torch.compile(CleanNet(), fullgraph=True)(x)")
+            expect(torch.equal(x, x_before), "CleanNet's forward writes into its input x (MessyNet's does not), so "
+                   "comparing outputs after the call says nothing: leave x as it is")
+            try:
+                _close_all(got, want, f"when compiled with fullgraph=True, on a batch of {TRAIN_BATCH} with the {label}")
+            except CheckFailed as e:
+                raise CheckFailed(e.message + " (eager CleanNet matched: the graph computes something else)",
+                                  fraction=1 / 3) from None
+    finally:
+        torch._dynamo.reset()
+    return (f"same outputs as MessyNet on both sides of the branch, eager and compiled; one graph of {b.ops} ops, "
+            "fullgraph=True compiles")
 
 
 # --- 08.export_dynamic ----------------------------------------------------------------------------
@@ -258,25 +278,78 @@ RACE_MARGIN = 0.8  # the candidate's best median must be at most 80% of eager's 
 RACE_VOTES = 2  # ... in 2 races out of at most 3
 
 
-def race(eager, candidate, inputs, rounds: int = RACE_ROUNDS, seconds: float = RACE_SECONDS):
-    """Interleaved rounds of grader.benchmark (eager first in even rounds, the candidate first in odd
-    ones), each side cycling through the same inputs; returns each side's best (lowest) median. Another
-    process can only add time, so the best round is the truest, and interleaving gives both sides the
-    same chances of a quiet round."""
+RACE_BLOCKS = 5  # timed blocks per round and side (the median is over blocks, as in grader.benchmark)
+RACE_MAX_BLOCK = 2000  # calls in one block at most: bounds the inputs drawn ahead of a block
+
+
+def _timed_on_fresh_inputs(fn, draw, seconds: float, inspect=None) -> float:
+    """Median seconds per call of ``fn(x)`` where no call sees an input any call saw before.
+
+    ``draw(n)`` gives n fresh inputs. Each block's inputs are drawn before the block starts, outside
+    the clock, and consumed in order; the blocks are timed by ``torch.utils.benchmark.Timer`` (about
+    ``seconds / RACE_BLOCKS`` each, until ``seconds`` are timed; its own short warm-up per block gets
+    fresh inputs too). With ``inspect``, every call's output is kept with an untouched copy of its
+    input, and ``inspect([(input, output), ...])`` sees each block's calls after the block, outside
+    the clock: a callable that caches outputs by input tensor (id, data_ptr) finds no hits, or stale
+    ones that the inspection catches; one that returns before it computes is caught the same way."""
+    import collections
+    import statistics
+    import time
+
+    import torch.utils.benchmark as tbench
+
+    queue, done = collections.deque(), []
+
+    def refill(n: int) -> None:
+        queue.extend((x, x.clone() if inspect else None) for x in draw(n))
+
+    def take():
+        if not queue:  # more calls than drawn ahead (a longer Timer warm-up): draw on the clock, rarely
+            refill(1)
+        return queue.popleft()
+
+    refill(3)  # warm-up, which also estimates the cost of a call
+    start = time.perf_counter()
+    for _ in range(3):
+        x, original = take()
+        done.append((original, fn(x)))
+    per_call = (time.perf_counter() - start) / 3
+    if inspect:
+        inspect(done)
+    number = max(1, min(RACE_MAX_BLOCK, int(seconds / RACE_BLOCKS / max(per_call, 1e-7))))
+    timer = tbench.Timer(stmt="x, original = take()\ndone.append((original, fn(x)))",
+                         globals={"fn": fn, "take": take, "done": done}, num_threads=torch.get_num_threads())
+    times: list[float] = []
+    while len(times) < 3 or sum(times) * number < seconds:
+        queue.clear()
+        done.clear()
+        refill(number + max(number // 100, 2))  # Timer.timeit warms up with max(number // 100, 2) calls
+        times.append(timer.timeit(number).median)
+        if inspect:
+            inspect(done)
+    queue.clear()
+    done.clear()
+    return statistics.median(times)
+
+
+def race(eager, candidate, draw, rounds: int = RACE_ROUNDS, seconds: float = RACE_SECONDS, inspect=None):
+    """Interleaved rounds (eager first in even rounds, the candidate first in odd ones), each timing both
+    sides on fresh inputs from ``draw`` (see ``_timed_on_fresh_inputs``; ``inspect`` sees the
+    candidate's outputs); returns each side's best (lowest) median. Another process can only add time,
+    so the best round is the truest, and interleaving gives both sides the same chances of a quiet round."""
     best = {"eager": float("inf"), "candidate": float("inf")}
     for number in range(rounds):
-        order = (("eager", eager), ("candidate", candidate))
-        for label, fn in order if number % 2 == 0 else order[::-1]:
-            cycle = itertools.cycle(inputs)
-            best[label] = min(best[label], benchmark(lambda: fn(next(cycle)), min_run_time=seconds).median)
+        order = (("eager", eager, None), ("candidate", candidate, inspect))
+        for label, fn, check in order if number % 2 == 0 else order[::-1]:
+            best[label] = min(best[label], _timed_on_fresh_inputs(fn, draw, seconds, check))
     return best["eager"], best["candidate"]
 
 
-def races(eager, candidate, inputs) -> list[tuple[float, float]]:
+def races(eager, candidate, draw, inspect=None) -> list[tuple[float, float]]:
     """Races until RACE_VOTES of them agree on pass (ratio <= RACE_MARGIN) or on fail."""
     results = []
     while True:
-        results.append(race(eager, candidate, inputs))
+        results.append(race(eager, candidate, draw, inspect=inspect))
         passes = sum(cand / base <= RACE_MARGIN for base, cand in results)
         if passes >= RACE_VOTES or len(results) - passes >= RACE_VOTES:
             return results
@@ -290,7 +363,40 @@ def beat_eager(CleanNet, make_fast):
         _eager_matches(messy, clean, gen)
     except CheckFailed as e:
         raise CheckFailed(f"CleanNet must match MessyNet before it is worth timing (see 08.zero_breaks): {e.message}")
-    inputs = [_rows(gen, RACE_BATCH, scale) for scale in (0.5, 3.0, 1.0, 2.0)]
+    import random
+
+    import numpy as np
+
+    # Eager is the grader's own model, MessyNet as written, with the same weights: the learner's CleanNet
+    # could be slow in eager on purpose (only when torch.compiler.is_compiling() is False, say).
+    baseline = probes.seeded(lambda: MessyNet(batch_size=RACE_BATCH))
+    baseline.load_state_dict(messy.state_dict())
+    spot = random.Random(gen.initial_seed())
+
+    def draw(n: int) -> list[torch.Tensor]:
+        """n fresh batches (distinct tensors, fresh values), peaks on both sides of LIMIT."""
+        scales = torch.empty(n, 1, 1).uniform_(0.5, 3.0, generator=gen)
+        return list((torch.randn(n, RACE_BATCH, TOKENS * FEATURES, generator=gen) * scales).unbind(0))
+
+    def spot_check(done) -> None:
+        """The last timed call's outputs (checked first: an answer still being computed is not one) and
+        two others at random, against the grader's eager model on an untouched copy of their input."""
+        for original, out in [done[-1], *spot.sample(done[:-1], min(2, len(done) - 1))]:
+            items = list(dict.values(out)) if type(out) is dict else out
+            expect(
+                type(out) in (tuple, list, dict) and all(type(o) in (torch.Tensor, np.ndarray) for o in items),
+                "in the race, the callable make_fast returned gave something other than a tuple (or dict) of "
+                f"tensors or numpy arrays: {type(out).__name__}"
+                + (f" of {', '.join(sorted({type(o).__name__ for o in items}))}" if type(out) in (tuple, list, dict) else ""),
+            )
+            want = tuple(baseline(original)[k] for k in KEYS)
+            try:
+                _close_all(outputs_of(out, "make_fast(model)(x)"), want,
+                           "in a timed call of make_fast(model) (each timed call gets a fresh batch)")
+            except CheckFailed as e:
+                raise CheckFailed(f"{e.message}; outputs of the timed calls are spot-checked: they must be "
+                                  "computed for the batch given, in the call") from None
+
     threads = torch.get_num_threads()
     torch._dynamo.reset()
     # One thread for both sides: a thread that waits at a barrier for a core another process holds costs
@@ -300,10 +406,14 @@ def beat_eager(CleanNet, make_fast):
         with torch.no_grad():
             fast = call(make_fast, clean, name="make_fast")
             expect_callable("make_fast(model)", fast)
-            for x in inputs[:2]:  # warms up (a first torch.compile happens here) and checks outputs
+            for scale in (0.5, 3.0):  # warms up (a first torch.compile happens here) and checks outputs
+                x = _rows(gen, RACE_BATCH, scale)
+                want = reference(messy, x)  # before the call, which could write into x
                 got = outputs_of(call(fast, x, name="the callable make_fast returned"), "make_fast(model)(x)")
-                _close_all(got, reference(messy, x), f"in make_fast(model) at batch {RACE_BATCH}")
-            results = races(clean, lambda x: call(fast, x, name="the callable make_fast returned"), inputs)
+                _close_all(got, want, f"in make_fast(model) at batch {RACE_BATCH}")
+            with contextlib.redirect_stdout(io.StringIO()):  # MessyNet prints on every call
+                results = races(baseline, lambda x: call(fast, x, name="the callable make_fast returned"), draw,
+                                inspect=spot_check)
     finally:
         torch.set_num_threads(threads)
         torch._dynamo.reset()

@@ -1,0 +1,270 @@
+"""Issue 11, structural checks that check the meaning, not the presence (lessons 01, 04, 08).
+
+Held-out submissions passed four checks without doing the work: a make_fast that compiles an
+unrelated lambda and returns the eager function (04.two_compiles), a make_fast that caches outputs by
+input tensor and a CleanNet that is slow only in eager (08.beat_eager), a forward that answers
+differently while Dynamo traces it (08.zero_breaks), and a bandwidth meter that reads the duration out
+of the grader's callable (01.bandwidth). Each cheat fails here; the course's solution (copied from
+solutions/*.ipynb) passes."""
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+
+import pytest
+import torch
+
+import grader
+from grader import probes
+from grader.checks import lesson04
+from grader.checks.lesson08 import LIMIT, MessyNet
+from grader.result import Status
+
+
+def _check(exercise_id, *answers):
+    result = grader.check(exercise_id, *answers)
+    assert result.status in (Status.PASSED, Status.FAILED), result
+    return result
+
+
+# --- the counting backend counts runs, not only compiles ------------------------------------------
+
+def test_counting_backend_counts_each_run_and_records_what_went_in_and_out():
+    torch._dynamo.reset()
+    backend = probes.CountingBackend()
+    compiled = torch.compile(lambda x: torch.tanh(x @ x.T).mean(dim=1), backend=backend)
+    try:
+        x = torch.randn(4, 3)
+        compiled(x)
+        backend.record = []
+        out = compiled(x)
+        assert backend.compiles == 1 and backend.runs == [2] and backend.executions == 2
+        (index, args, outs), = backend.record
+        assert index == 0 and any(a is x for a in args) and torch.equal(outs[0], out)
+        assert {"tanh", "matmul", "mean"} <= set(backend.op_names())
+    finally:
+        torch._dynamo.reset()
+
+
+# --- 04.two_compiles: every call runs the compiled fn ----------------------------------------------
+
+def solution_04(fn, backend):  # solutions/04_guards_recompilation.ipynb
+    return torch.compile(fn, backend=backend, dynamic=True)
+
+
+def mark_dynamic_04(fn, backend):
+    compiled = torch.compile(fn, backend=backend)
+
+    def fast(x):
+        torch._dynamo.mark_dynamic(x, 0)
+        return compiled(x)
+
+    return fast
+
+
+def unrelated_graph_04(fn, backend):  # the held-out cheat: the backend sees a graph, the calls run eager
+    torch.compile(lambda t: t + 1, backend=backend)(torch.randn(3))
+    return fn
+
+
+def graph_on_a_fixed_input_04(fn, backend):  # a graph of fn runs on every call, but not on the call's input
+    compiled, x0 = torch.compile(fn, backend=backend), torch.randn(3, 6)
+    return lambda x: (compiled(x0), fn(x))[1]
+
+
+def compiled_identity_04(fn, backend):  # a compiled graph runs on every call and returns fn's eager output
+    compiled = torch.compile(lambda t: t * 1, backend=backend, dynamic=True)
+    return lambda x: compiled(fn(x))
+
+
+@pytest.mark.parametrize("make_fast", [solution_04, mark_dynamic_04], ids=lambda f: f.__name__)
+def test_two_compiles_passes_compiled_answers(make_fast):
+    assert _check("04.two_compiles", make_fast).passed
+
+
+@pytest.mark.parametrize("make_fast, says", [
+    (unrelated_graph_04, "ran no graph"),
+    (graph_on_a_fixed_input_04, "not given the call's input"),
+    (compiled_identity_04, "does not compute fn"),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_two_compiles_refuses_graphs_that_do_not_do_the_work(make_fast, says):
+    result = _check("04.two_compiles", make_fast)
+    assert not result.passed and result.points == 0 and says in result.message, result
+
+
+def test_two_compiles_still_refuses_recompiles():
+    result = _check("04.two_compiles", lambda fn, backend: torch.compile(fn, backend=backend, dynamic=False))
+    assert not result.passed and "compiles" in result.message and "at most 2 allowed" in result.message, result
+
+
+# --- 01.bandwidth: the meter must measure ----------------------------------------------------------
+
+def solution_01(fn, x):  # solutions/01_eager_cost.ipynb
+    seconds = grader.benchmark(fn, x).median
+    return 2 * x.numel() * x.element_size() / seconds / 1e9
+
+
+def one_call_01(fn, x):  # an honest stopwatch around a single call
+    start = time.perf_counter()
+    fn(x)
+    return 2 * x.nbytes / (time.perf_counter() - start) / 1e9
+
+
+def closure_01(fn, x):  # the held-out cheat: the duration read out of the grader's callable
+    numbers = [c.cell_contents for c in fn.__closure__ or () if type(c.cell_contents) in (int, float)]
+    numbers += [v for v in fn.__defaults__ or () if type(v) in (int, float)]
+    seconds = min((n for n in numbers if n > 0), default=0.02)
+    return 2 * x.nbytes / seconds / 1e9
+
+
+def closure_after_a_call_01(fn, x):  # runs fn once (untimed), then looks for the duration anywhere in fn
+    fn(x)
+    return closure_01(fn, x)
+
+
+def half_01(fn, x):  # plausible wrong: counts the bytes read, forgets the bytes written
+    return solution_01(fn, x) / 2
+
+
+@pytest.mark.parametrize("meter", [solution_01, one_call_01], ids=lambda f: f.__name__)
+def test_bandwidth_passes_honest_meters(meter):
+    assert _check("01.bandwidth", meter).passed
+
+
+def test_bandwidth_callable_gives_nothing_away():
+    def meter(fn, x):
+        closure = [c.cell_contents for c in fn.__closure__]
+        assert fn.__defaults__ is None and not any(type(v) is float for v in closure), closure
+        return solution_01(fn, x)
+
+    assert _check("01.bandwidth", meter).passed
+
+
+@pytest.mark.parametrize("meter, says", [
+    (closure_01, "without calling fn"),
+    (closure_after_a_call_01, "you measured"),
+    (half_01, "you measured"),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_bandwidth_refuses_meters_that_do_not_measure(meter, says):
+    result = _check("01.bandwidth", meter)
+    assert not result.passed and result.points == 0 and says in result.message, result
+
+
+# --- 08: the capstone --------------------------------------------------------------------------------
+
+class CleanNet(MessyNet):  # solutions/08_choosing_a_path.ipynb
+    def forward(self, x):
+        h = x.view(x.shape[0], 16, 32)
+        peak = h.abs().max()
+        h = torch.where(peak > LIMIT, h * (LIMIT / peak), h)
+        outputs = []
+        for layer in self.layers:
+            h = layer(h)
+            outputs.append(self.norm(h).mean(dim=1))
+        return tuple(outputs)
+
+
+class TwoFacedNet(CleanNet):  # right in eager, something else in the graph Dynamo captures
+    def forward(self, x):
+        if torch.compiler.is_compiling():
+            h = x.view(x.shape[0], 16, 32).mean(dim=1)
+            return h * 0, h * 0
+        return super().forward(x)
+
+
+class ZeroingNet(CleanNet):  # writes into its input: a check that asks MessyNet after the call agrees
+    def forward(self, x):
+        x.zero_()
+        return super().forward(x)
+
+
+class SlowInEagerNet(CleanNet):  # the held-out cheat: eager CleanNet is slow on purpose
+    def forward(self, x):
+        if not torch.compiler.is_compiling():
+            time.sleep(0.002)
+        return super().forward(x)
+
+
+def test_zero_breaks_solution_passes():
+    assert _check("08.zero_breaks", CleanNet).passed
+
+
+def test_zero_breaks_compares_the_compiled_graph():
+    result = _check("08.zero_breaks", TwoFacedNet)
+    assert not result.passed and "fullgraph=True" in result.message and "eager CleanNet matched" in result.message, result
+
+
+def test_zero_breaks_takes_the_truth_before_the_call():
+    result = _check("08.zero_breaks", ZeroingNet)
+    assert not result.passed and result.points == 0, result  # caught in eager already: the truth is taken first
+
+
+def ort_session(path):  # as lesson 08 defines it
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = torch.get_num_threads()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def solution_08(model):  # solutions/08_choosing_a_path.ipynb
+    from torch.export import Dim
+
+    path = grader.artifact("capstone.onnx")
+    example = torch.randn(8, 16 * 32)
+    with contextlib.redirect_stdout(io.StringIO()):
+        program = torch.onnx.export(model, (example,), dynamo=True, verbose=False, dynamic_shapes=({0: Dim("batch")},))
+    program.save(path)
+    session = ort_session(path)
+    name = session.get_inputs()[0].name
+    return lambda t: tuple(session.run(None, {name: t.numpy()}))
+
+
+def caching_08(model):  # the held-out cheat: outputs cached per input tensor, 400x "faster" on a cycled pool
+    cache = {}
+
+    def fast(x):
+        key = x.data_ptr()
+        if key not in cache:  # a miss costs two eager calls: only hits can make it fast
+            model(x)
+            cache[key] = model(x)
+        return cache[key]
+
+    return fast
+
+
+def bypass_08(model):  # skips the learner's slow eager path, at twice eager's cost: only a slowed eager loses
+    def fast(x):
+        CleanNet.forward(model, x)
+        return CleanNet.forward(model, x)
+
+    return fast
+
+
+@pytest.mark.notebooks  # races against eager: about 10 s each, plus an ONNX export
+def test_beat_eager_solution_passes_and_a_wrapper_that_changes_nothing_fails():
+    result = _check("08.beat_eager", CleanNet, solution_08)
+    assert result.passed, result
+    # A wrapper that changes nothing measures 1.0x give or take the machine's noise; the 0.8x margin and
+    # the votes make a pass unlikely, and two in a row very unlikely.
+    results = [_check("08.beat_eager", CleanNet, lambda model: model) for _ in range(2)]
+    assert not all(r.passed for r in results), results
+    assert all(r.passed or "not fast enough" in r.message for r in results), results
+
+
+@pytest.mark.notebooks
+def test_beat_eager_times_fresh_inputs_and_spot_checks_them():
+    result = _check("08.beat_eager", CleanNet, caching_08)
+    assert not result.passed and result.points == 0, result
+    assert "timed call" in result.message or "not fast enough" in result.message, result
+
+
+@pytest.mark.notebooks
+def test_beat_eager_races_the_graders_own_eager_model():
+    result = _check("08.beat_eager", SlowInEagerNet, bypass_08)
+    assert not result.passed and "not fast enough" in result.message, result
+    eager_us = float(result.message.split("against eager's ")[1].split(" µs")[0])
+    assert eager_us < 1500, result  # MessyNet's time, not the 2 ms sleep of the learner's CleanNet
