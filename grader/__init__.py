@@ -17,11 +17,11 @@ from typing import Any
 from .runtime import Environment, artifact, device, environment, setup
 from .plots import figure
 from .result import Result, Status
-from .timing import Timing, benchmark, timeline
+from .timing import Timing, benchmark, interleaved, timeline
 
 __all__ = [
     "Environment", "Result", "Status", "Timing", "artifact", "benchmark", "check", "device", "environment",
-    "figure", "hint", "progress", "setup", "timeline",
+    "figure", "hint", "interleaved", "progress", "setup", "timeline",
 ]
 
 

@@ -462,7 +462,8 @@ concept(
     "CUDA graphs",
     """`reduce-overhead` records the sequence of kernel launches once as a CUDA graph and replays it with one
     launch, removing per-op launch overhead; it needs a CUDA device. `torch._inductor.list_mode_options()`
-    prints what each mode sets. `max-autotune` instead benchmarks kernel choices at compile time.""",
+    prints what each mode sets: `max-autotune` turns on CUDA graphs too, and also benchmarks kernel choices
+    at compile time (`max-autotune-no-cudagraphs` autotunes without them).""",
     choices=("CUDA graphs", "autotuning of matmul kernels", "fullgraph=True", "dynamic shapes"),
 )
 
@@ -701,9 +702,10 @@ def _(ns):
     calls = [(torch.randn(n),) for n in (4, 1, 8, 16)]
     compile_kwargs = {"dynamic": True}
     """,
-    """Even a dynamic graph assumes sizes of at least 2, because sizes 0 and 1 change broadcasting
-    semantics: Dynamo always specialises them (0/1 specialisation). Size 1 therefore gets its own graph,
-    and 4, 8 and 16 share the dynamic one: two compiles.""",
+    """By default even a dynamic graph assumes sizes of at least 2, because sizes 0 and 1 change
+    broadcasting semantics: Dynamo specialises them (0/1 specialisation). Size 1 therefore gets its own
+    graph, and 4, 8 and 16 share the dynamic one: two compiles. `mark_unbacked` on the dimension, or
+    `backed_size_oblivious=True`, would give one graph for all four.""",
 )
 def _(ns):
     return str(_compiles(ns["double"], ns["calls"], **ns["compile_kwargs"]))
@@ -759,9 +761,10 @@ def _(ns):
     calls = [(torch.ones(4, dtype=d),) for d in dtypes]
     config = {"recompile_limit": 2}
     """,
-    """Each new dtype needs a new graph, but after `recompile_limit` graphs for one function Dynamo stops
-    compiling it and runs it eagerly (warning once), so only two graphs are compiled and the last two
-    calls run in plain eager mode, still correct. The old name `cache_size_limit` is an alias.""",
+    """Each new dtype needs a new graph, but once a function holds `recompile_limit` graphs Dynamo
+    compiles no more for it (warning once): only two graphs are compiled, and the float16 and bfloat16
+    calls, which no graph accepts, run eagerly, still correct. A float32 or float64 call would still run
+    its compiled graph. The old name `cache_size_limit` is an alias.""",
 )
 def _(ns):
     import torch
@@ -798,13 +801,14 @@ concept(
 concept(
     "04.slow_over_time",
     "A compiled model gets slower over time in production. What is the likely cause?",
-    "recompiles: guards keep failing, then past recompile_limit it runs eagerly",
+    "recompiles: guards keep failing, then past recompile_limit new inputs run eagerly",
     """New batch sizes, dtypes or Python values keep failing guards, each recompile costs as much as the
-    first compile, and once `recompile_limit` graphs exist the function falls back to eager. Read
+    first compile, and once `recompile_limit` graphs exist every input no graph accepts runs eagerly
+    (the compiled graphs keep serving the inputs they accept). Read
     `TORCH_LOGS=recompiles`, make the varying dimension dynamic or bucket sizes, and pin it down with
     `set_stance("fail_on_recompile")`.""",
     choices=(
-        "recompiles: guards keep failing, then past recompile_limit it runs eagerly",
+        "recompiles: guards keep failing, then past recompile_limit new inputs run eagerly",
         "the compiled graph leaks memory",
         "Inductor's cache expires",
     ),
@@ -908,10 +912,12 @@ concept(
     "05.weights_where",
     "Where are a model's parameters in an ExportedProgram's graph?",
     "lifted to graph inputs, listed in graph_signature.input_specs",
-    """Export functionalises the model: parameters and buffers become placeholders (`p_...`, `b_...`) in
-    front of the user inputs, `graph_signature.input_specs` maps each to its state_dict name, and
-    `ep.state_dict` holds the values. That is what makes the graph a pure function the exporters can
-    translate.""",
+    """Export lifts them: parameters and buffers become placeholders (`p_...`, `b_...`) in front of the
+    user inputs, `graph_signature.input_specs` maps each to its state_dict name, and `ep.state_dict`
+    holds the values. Lifting alone does not make the graph a pure function: `torch.export.export`
+    returns the training IR, which may keep in-place ops such as `relu_` or an `add_` on a buffer.
+    `ep.run_decompositions()` gives the functional inference IR, where each buffer update is an extra
+    output marked `BUFFER_MUTATION`.""",
     choices=(
         "lifted to graph inputs, listed in graph_signature.input_specs",
         "baked into the graph as constants",

@@ -1,7 +1,8 @@
 """The one timing helper: steady-state latency on torch.utils.benchmark, and per-call timelines.
 
 ``benchmark`` warms up, lets ``torch.utils.benchmark.Timer`` pick the repeat count (it synchronises
-CUDA itself), and reports the median and interquartile range. ``timeline`` times calls one by one
+CUDA itself), and reports the median and interquartile range. ``interleaved`` compares several callables
+in alternating rounds of ``benchmark``. ``timeline`` times calls one by one
 (for first-call-versus-steady-state plots), synchronising the device around each call.
 """
 from __future__ import annotations
@@ -46,6 +47,25 @@ def benchmark(fn: Callable, *args: Any, warmup: int = 3, min_run_time: float = 0
     )
     m = timer.blocked_autorange(min_run_time=min_run_time)
     return Timing(median=m.median, iqr=m.iqr, runs=len(m.times))
+
+
+def interleaved(fns: dict[str, Callable], *args: Any, rounds: int = 5, min_run_time: float = 0.05,
+                **kwargs: Any) -> dict[str, Timing]:
+    """Compare several callables fairly: ``rounds`` rounds, each running ``benchmark`` on every callable
+    in turn (the order rotates each round), and per callable the round with the lowest median. Another
+    process on the machine can only add time, so the best round is the truest, and interleaving gives
+    every callable the same chances of a quiet moment. ``iqr`` is the spread of the round medians."""
+    names = list(fns)
+    medians: dict[str, list[float]] = {name: [] for name in names}
+    for number in range(rounds):
+        shift = number % len(names)
+        for name in names[shift:] + names[:shift]:
+            medians[name].append(benchmark(fns[name], *args, min_run_time=min_run_time, **kwargs).median)
+    result = {}
+    for name, values in medians.items():
+        q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+        result[name] = Timing(median=min(values), iqr=q[2] - q[0], runs=len(values))
+    return result
 
 
 def timeline(fn: Callable, inputs: Iterable[Sequence[Any]]) -> list[float]:
