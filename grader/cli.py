@@ -125,7 +125,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--jobs", type=int, default=1, help="notebooks graded in parallel")
     s.add_argument("--timeout", type=float, default=1200, help="seconds for a whole notebook")
     s.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell")
-    s.add_argument("--memory-mb", type=int, default=6144, help="address-space limit per kernel and check (0: none)")
+    s.add_argument("--memory-mb", type=int, default=6144, help="memory limit in MB per kernel and check process (0: none)")
     s.add_argument("--lessons", help="comma-separated lesson numbers to report on (default: any handed in)")
     s.add_argument("--feedback", help="folder for one Markdown feedback file per student")
     s.add_argument("--json", action="store_true", help="print the reports as JSON instead of a summary")

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import nbformat
 
-from . import registry, trusted
+from . import limits, registry, transport, trusted
 from .result import Result, Status
 
 CELL_TIMEOUT = 300  # seconds for one cell
 NOTEBOOK_TIMEOUT = 1200  # seconds for the whole notebook
 CHECK_TIMEOUT = 180  # seconds for one exercise's check
 STARTUP_TIMEOUT = 300  # seconds for a check worker to import torch and the grader (slow on a busy machine)
-MEMORY_MB = 6144  # address-space limit of a learner's kernel and of a check worker (RLIMIT_AS)
+MEMORY_MB = 6144  # memory limit of a learner's kernel and of a check worker (see limits.py)
 
 
 @dataclass
@@ -81,34 +81,14 @@ def load(path: Path) -> tuple[nbformat.NotebookNode, registry.Lesson]:
     return nb, lesson
 
 
-# --- step 2 and 3: execute in a fresh kernel, then extract the answers ------------------------------
+# --- step 2 and 3: execute in a fresh kernel, extracting the answers as their cells run -------------
 
-EXTRACT = '''
-def _grader_extract(names, path):
-    import pickle
-    try:
-        import cloudpickle
-    except ImportError:
-        cloudpickle = pickle
-    found = {}
-    for name in names:
-        if name not in globals():
-            found[name] = ("missing", None)
-            continue
-        try:
-            found[name] = ("ok", cloudpickle.dumps(globals()[name]))
-        except Exception as e:
-            found[name] = ("unpicklable", f"{type(e).__name__}: {e}"[:300])
-    with open(path, "wb") as f:
-        pickle.dump(found, f)
-_grader_extract(NAMES, PATH)
-del _grader_extract
-'''
+EXTRACT_GRACE = 10  # seconds to save the answers at the end once the notebook's time is up
 
 
 @dataclass
 class Execution:
-    answers_file: Path | None  # None when the kernel could not be asked for them
+    answers_file: Path | None  # None when no kernel could be started
     problems: list[str]
 
 
@@ -123,6 +103,8 @@ def execute_and_extract(
     env: dict[str, str] | None = None,
     memory_mb: int | None = MEMORY_MB,
 ) -> Execution:
+    """Run the notebook; after each cell, save the answers its source names (``transport``), and all of
+    them after the last cell. A kernel that dies or runs out of time keeps what was saved before."""
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
@@ -136,46 +118,77 @@ def execute_and_extract(
         kernel_name="python3",
         resources={"metadata": {"path": str(workdir)}},
     )
+    store = answers_file.with_name(answers_file.stem + "-saved")
+    store.mkdir()
     deadline = time.monotonic() + notebook_timeout
+    started, where = False, "while starting"
+
+    def hidden(source: str, timeout: float) -> str | None:  # grader code in the kernel, not a notebook cell
+        client.timeout, began = int(max(1, timeout)), time.monotonic()
+        nb.cells.append(nbformat.v4.new_code_cell(source))  # nbclient writes the cell back at its index
+        try:
+            client.execute_cell(nb.cells[-1], len(nb.cells) - 1, store_history=False)
+        finally:
+            cell = nb.cells.pop()
+        if time.monotonic() - began >= client.timeout:
+            return f"the kernel did not answer within {client.timeout} s"
+        return next((f"{o.get('ename')}: {o.get('evalue')}"[:200] for o in cell.outputs if o.get("output_type") == "error"), None)
+
     try:
         # The kernel's stderr (connection chatter) is not the learner's output: outputs come over iopub.
         with client.setup_kernel(env={**os.environ, **(env or {})}, cwd=str(workdir), stderr=subprocess.DEVNULL):
-            if memory_mb:  # before any learner code: a cell that allocates without bound gets a MemoryError
-                limit = nbformat.v4.new_code_cell(
-                    f"import resource as _r; _r.setrlimit(_r.RLIMIT_AS, ({memory_mb} * 2**20, {memory_mb} * 2**20)); del _r"
-                )
-                client.execute_cell(limit, 0)
-            for index, cell in enumerate(nb.cells):
-                if cell.cell_type != "code":
-                    continue
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    problems.append(f"the notebook ran past its {notebook_timeout:.0f} s limit; later cells were not run")
-                    break
-                client.timeout = int(max(1, min(cell_timeout, left)))
-                started = time.monotonic()
-                client.execute_cell(cell, index)
-                for out in cell.get("outputs", []):
-                    if out.get("output_type") == "error":
-                        if out.get("ename") == "CellTimeoutError":
-                            problems.append(f"cell {index} ran past {client.timeout} s and was interrupted")
-                        else:
-                            problems.append(f"cell {index} raised {out.get('ename')}: {' '.join(str(out.get('evalue')).split())[:200]}")
-                if time.monotonic() - started > client.timeout and not any(
-                    o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", [])
-                ):
-                    problems.append(f"cell {index} ran past {client.timeout} s")
-            client.timeout = int(max(30, cell_timeout))
-            code = EXTRACT.replace("NAMES", repr(names)).replace("PATH", repr(str(answers_file)))
-            extract = nbformat.v4.new_code_cell(code)
-            nb.cells.append(extract)
-            client.execute_cell(extract, len(nb.cells) - 1)
-            nb.cells.pop()
-    except DeadKernelError:
-        problems.append("the kernel died (the notebook crashed Python or ran out of memory)")
+            kernel = getattr(getattr(client.km, "provisioner", None), "process", None)
+            started = True
+            with limits.Watchdog(getattr(kernel, "pid", None), memory_mb) as watchdog:
+                try:
+                    if memory_mb:  # before any learner code: a cell that allocates without bound gets a MemoryError
+                        hidden(limits.cap_memory_code(memory_mb), 30)
+                    for index, cell in enumerate(nb.cells):
+                        if cell.cell_type != "code":
+                            continue
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            problems.append(f"the notebook ran past its {notebook_timeout:.0f} s limit; later cells were not run")
+                            break
+                        client.timeout = int(max(1, min(cell_timeout, left)))
+                        began, where = time.monotonic(), f"while running cell {index}"
+                        client.execute_cell(cell, index)
+                        problems += cell_problems(cell, index, client.timeout, time.monotonic() - began)
+                        if time.monotonic() >= deadline:  # the answers are saved once, below, if the kernel answers
+                            problems.append(f"the notebook ran past its {notebook_timeout:.0f} s limit in cell {index}")
+                            break
+                        defined = transport.mentioned(cell.source, names)
+                        if defined:
+                            where = f"while saving the answers of cell {index}"
+                            hidden(transport.save_code(defined, store, only_defined=True),
+                                   min(cell_timeout, max(EXTRACT_GRACE, deadline - time.monotonic())))
+                    where = "while saving the answers at the end"
+                    left = deadline - time.monotonic()
+                    failed = hidden(transport.save_code(names, store), max(30, cell_timeout) if left > 0 else EXTRACT_GRACE)
+                    if failed:
+                        problems.append(f"the answers could not be saved after the last cell ({failed}); "
+                                        "those saved after the cells that define them were graded")
+                except DeadKernelError:
+                    code = kernel.poll() if kernel is not None else None
+                    problems.append(f"the kernel died {where} ({limits.exit_reason(code, watchdog)}); "
+                                    "answers saved before that were graded")
     except Exception as e:
         problems.append(f"the notebook could not be run: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
-    return Execution(answers_file if answers_file.exists() else None, problems)
+    return Execution(transport.gather(store, names, answers_file) if started else None, problems)
+
+
+def cell_problems(cell: nbformat.NotebookNode, index: int, timeout: int, seconds: float) -> list[str]:
+    """What went wrong in one executed cell, for the learner."""
+    problems = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "error":
+            if out.get("ename") == "CellTimeoutError":
+                problems.append(f"cell {index} ran past {timeout} s and was interrupted")
+            else:
+                problems.append(f"cell {index} raised {out.get('ename')}: {' '.join(str(out.get('evalue')).split())[:200]}")
+    if seconds > timeout and not any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", [])):
+        problems.append(f"cell {index} ran past {timeout} s")
+    return problems
 
 
 # --- step 4: check, in a separate clean process -----------------------------------------------------
@@ -225,6 +238,7 @@ def check_answers(
             workdir = tempfile.mkdtemp(prefix="check-", dir=answers_file.parent)
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
                                     env=worker_env, cwd=workdir)
+        watchdog = limits.Watchdog(proc.pid, memory_mb).start()
         proc.stdin.write(json.dumps({**setup, "nonce": nonce}) + "\n")
         proc.stdin.close()
         current, judged_before = pending[0], len(results)
@@ -263,6 +277,7 @@ def check_answers(
                 if remaining:
                     current, started = remaining[0], time.monotonic()
         proc.wait()
+        watchdog.stop()
         sel.close()
         restarted = proc.returncode == RESTART and len(results) > judged_before
         if finished and current not in results and not restarted:
@@ -270,7 +285,8 @@ def check_answers(
             last = (errors.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
             results[current] = Result(
                 current, Status.ERROR, 0, ex.points,
-                f"the check's process died (exit code {proc.returncode}) while running your code: {last}",
+                f"the check {watchdog.message} while running your code" if watchdog.tripped else
+                f"the check's process died ({limits.exit_reason(proc.returncode)}) while running your code: {last}",
             )
         pending = [i for i in pending if i not in results]
     return [results[ex.id] for ex in exercises]

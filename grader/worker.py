@@ -79,10 +79,9 @@ def main(argv: list[str]) -> int:
     sys.stdin.close()
     nonce = setup.get("nonce", "")
     if setup.get("memory_mb"):
-        import resource
+        from .limits import cap_memory
 
-        limit = int(setup["memory_mb"]) * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        cap_memory(setup["memory_mb"])  # before any import: the pipeline's watchdog also watches resident memory
     out = os.fdopen(os.dup(1), "w")  # the result channel, private to this function
     os.dup2(2, 1)  # from here on, fd 1 (learner prints) goes to the stderr log
     sys.stdout = sys.stderr

@@ -52,3 +52,41 @@ def test_missing_answers_are_not_attempted_and_no_file_is_an_error(tmp_path):
     assert results["00.predict_shape"].status is Status.PASSED
     assert results["00.warmup"].status is Status.NOT_ATTEMPTED and "defines no `scale_shift`" in results["00.warmup"].message
     assert all(r.status is Status.ERROR for r in check_answers(registry.exercises("00"), None))
+
+
+def reserves_address_space(x, scale, shift):
+    import mmap
+    if not hasattr(mmap, "reserved_for_test"):  # what CUDA does: a huge PROT_NONE range, kept (0x4000: MAP_NORESERVE)
+        mmap.reserved_for_test = mmap.mmap(-1, 64 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000, prot=0)
+    return x * scale + shift
+
+
+def hogs_shared_memory(x, scale, shift):
+    import mmap
+    import time
+    held = []
+    for _ in range(64):  # 4 GB of shared pages: RLIMIT_DATA does not count them, the watchdog does
+        chunk = mmap.mmap(-1, 64 << 20)
+        chunk[::4096] = b"\x01" * ((64 << 20) // 4096)
+        held.append(chunk)
+    time.sleep(120)  # bounded, so that a watchdog that failed cannot take the test machine down
+
+
+def allocates_without_bound(x, scale, shift):
+    import torch
+    held = []
+    while True:
+        held.append(torch.empty(2**28))
+
+
+def test_memory_limit_spares_a_reservation_and_stops_a_hog_in_the_check(tmp_path):
+    import torch
+
+    exercises = registry.exercises("00")
+    expected = {reserves_address_space: (Status.PASSED, ""), hogs_shared_memory: (Status.ERROR, "ran out of its 2048 MB memory limit"),
+                allocates_without_bound: (Status.FAILED, "")}
+    for fn, (status, message) in expected.items():
+        path = answers_file(tmp_path, predicted_shape=(8, 5, 3), predicted_dtype=torch.float32, scale_shift=fn)
+        results = {r.id: r for r in check_answers(exercises, path, timeout=60, memory_mb=2048)}
+        assert results["00.predict_shape"].status is results["00.predict_dtype"].status is Status.PASSED
+        assert results["00.warmup"].status is status and message in results["00.warmup"].message, (fn, results["00.warmup"])

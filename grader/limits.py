@@ -1,0 +1,129 @@
+"""Memory limits of the processes that run learner code (the kernel and the check worker).
+
+Two layers, both keyed to ``memory_mb`` (0 or None: no limit):
+
+- ``cap_memory`` (called in the process itself) sets RLIMIT_DATA. Linux counts only private writable
+  mappings against it, so a PROT_NONE reservation (what the CUDA build of torch makes, many GB of it)
+  costs nothing, while a runaway allocation fails in the cell with a MemoryError and the notebook goes
+  on. RLIMIT_AS counted those reservations and made the CUDA build unusable.
+- ``Watchdog`` (a thread in the grading process) adds up the resident memory of a process and its
+  children and kills them all when it passes the limit: it catches what RLIMIT_DATA does not count
+  (shared memory, child processes, a limit the process raised again).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+
+POLL_SECONDS = 0.2  # resident memory is read this often; the children are looked up every CHILDREN_EVERY polls
+CHILDREN_EVERY = 5
+
+
+def cap_memory(memory_mb):
+    """Limit this process's private writable memory (RLIMIT_DATA) to ``memory_mb`` MB.
+
+    Self-contained: its source is also injected into the learner's kernel as its first cell."""
+    import resource
+
+    if not memory_mb:
+        return
+    limit = int(memory_mb) * 2**20
+    hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def cap_memory_code(memory_mb) -> str:
+    """The kernel cell that runs ``cap_memory`` before any learner code, leaving no name behind."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(cap_memory)).replace("def cap_memory(", "def _grader_cap_memory(", 1)
+    return f"{source}\n_grader_cap_memory({int(memory_mb)!r})\ndel _grader_cap_memory\n"
+
+
+class Watchdog:
+    """Kills the process ``pid`` and its children when their resident memory together passes ``memory_mb``.
+
+    Use as a context manager (or ``start``/``stop``) around the process's life; ``tripped`` says whether it fired."""
+
+    def __init__(self, pid: int | None, memory_mb: int | None, *, poll: float = POLL_SECONDS):
+        self.pid, self.memory_mb, self.poll = pid, memory_mb, poll
+        self.tripped = False
+        self.peak_mb = 0.0  # the most resident memory seen, for reports and tests
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "Watchdog":
+        if self.pid and self.memory_mb:
+            self._thread = threading.Thread(target=self._watch, name=f"memory-watchdog-{self.pid}", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> "Watchdog":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def message(self) -> str:
+        return f"ran out of its {self.memory_mb} MB memory limit"
+
+    def _watch(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.Error:
+            return
+        limit = int(self.memory_mb) * 2**20
+        tree, ticks = [root], 0
+        while not self._stop.wait(self.poll):
+            if ticks % CHILDREN_EVERY == 0:
+                try:
+                    tree = [root, *root.children(recursive=True)]
+                except psutil.Error:  # the root is gone: nothing left to watch
+                    return
+            ticks += 1
+            total = 0
+            for proc in tree:
+                try:
+                    total += proc.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak_mb = max(self.peak_mb, total / 2**20)
+            if total > limit:
+                self.tripped = True  # before the kill: whoever sees the death must see why
+                try:
+                    tree = [root, *root.children(recursive=True)]
+                except psutil.Error:
+                    pass
+                for proc in tree:
+                    try:
+                        proc.kill()
+                    except psutil.Error:
+                        pass
+                return
+
+
+def exit_reason(returncode: int | None, watchdog: Watchdog | None = None) -> str:
+    """Why a process ended, in words: "it ran out of its 6144 MB memory limit", "exit code 3", "signal 9 (SIGKILL)"."""
+    if watchdog is not None and watchdog.tripped:
+        return f"it {watchdog.message}"
+    if returncode is None:
+        return "it stopped answering"
+    if returncode >= 0:
+        return f"exit code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "unknown signal"
+    hint = "; the system may have run out of memory" if -returncode == signal.SIGKILL else ""
+    return f"signal {-returncode} ({name}{hint})"
