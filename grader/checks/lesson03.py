@@ -127,3 +127,112 @@ def predict_scalar_capture(predicted_default, predicted_captured):
     captured = (b.graphs, b.breaks)
     expect_prediction("(graphs, breaks) of scalar_fn by default", predicted_default, default)
     expect_prediction("(graphs, breaks) with capture_scalar_outputs=True", predicted_captured, captured)
+
+
+# --- 03.custom_op -----------------------------------------------------------------------------------
+
+# Knots of a legacy calibration curve (piecewise linear, flat beyond the ends).
+TONE_X = (-2.0, -0.5, 0.0, 0.5, 1.5, 2.5)
+TONE_Y = (0.0, 0.1, 0.3, 0.6, 0.9, 1.0)
+
+
+def tone_curve(x):
+    """The function of exercise 03.custom_op: NumPy code Dynamo cannot trace (np.interp is not in
+    torch._numpy), so it breaks the graph and torch.export refuses it."""
+    import numpy as np
+
+    y = np.interp(x.detach().numpy(), TONE_X, TONE_Y)
+    return torch.from_numpy(y).to(x.dtype)
+
+
+# Shapes for 03.custom_op: a batch of one, odd sizes, 1-d and 3-d.
+CUSTOM_OP_SHAPES = ((1, 7), (5, 3), (33,), (2, 3, 5))
+_BUILTIN_NAMESPACES = frozenset({"aten", "prim", "prims", "_c10d_functional", "c10d_functional", "higher_order"})
+
+
+class _CallsOp(torch.nn.Module):
+    def __init__(self, op):
+        super().__init__()
+        self.op = op
+
+    def forward(self, x):
+        return self.op(x)
+
+
+def custom_op(register):
+    import os
+    import warnings
+
+    from ..checking import first_line
+
+    expect_callable("register", register)
+    namespace = "course_check_" + os.urandom(4).hex()  # fresh: registering one name twice is an error
+    op = call(register, namespace, name=f"register({namespace!r})")
+    expect_callable(f"register({namespace!r})'s return value", op)
+    gen = probes.fresh_generator()
+    cases = [(f"shape {s}", torch.randn(*s, generator=gen) * 1.5) for s in CUSTOM_OP_SHAPES]
+    cases.append(("a non-contiguous (transposed) input", (torch.randn(4, 6, generator=gen) * 1.5).t()))
+    for label, x in cases:
+        got = call(op, x.clone(), name="your op")
+        expect_close(f"your op differs from `tone_curve` on {label}", got, tone_curve(x.clone()))
+
+    def why(e: BaseException) -> str:
+        if "no fake impl" in str(e).lower():
+            return ("your op has no fake implementation: add `@op.register_fake`, a function that returns an "
+                    "empty tensor of the output's shape and dtype, so tracing can run the op without data")
+        return first_line(e)
+
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(op, backend="eager", fullgraph=True)
+        for label, x in cases:
+            try:
+                out = compiled(x.clone())
+            except Exception as e:  # noqa: BLE001 - Dynamo's refusal is the learner's failure
+                raise CheckFailed(f"torch.compile(op, backend='eager', fullgraph=True) failed on {label}: {why(e)}") from e
+            expect_close(f"torch.compile(op, fullgraph=True) differs from `tone_curve` on {label}", out, tone_curve(x.clone()))
+    finally:
+        torch._dynamo.reset()
+
+    x0 = cases[1][1]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exported = torch.export.export(_CallsOp(op), (x0.clone(),))
+    except Exception as e:  # noqa: BLE001
+        raise CheckFailed(f"torch.export.export of a module calling your op failed: {why(e)}") from e
+    targets = [n.target for n in exported.graph.nodes if n.op == "call_function"]
+    custom = [t for t in targets if isinstance(t, torch._ops.OpOverload) and t.namespace not in _BUILTIN_NAMESPACES]
+    seen = sorted({str(t) for t in targets if not str(t).startswith("aten._assert")})
+    expect(
+        bool(custom),
+        "the exported graph calls no custom op, only "
+        + (", ".join(seen[:5]) + (f" and {len(seen) - 5} more" if len(seen) > 5 else "") if seen else "nothing")
+        + ": this exercise is about torch.library.custom_op; a rewrite in plain torch ops, however "
+        "correct, is not the answer. Define the op with @torch.library.custom_op and return it",
+        measured=[str(t) for t in targets],
+        expected=f"a call to {namespace}::<your op>",
+    )
+    mine = [t for t in custom if t.namespace == namespace]
+    expect(
+        bool(mine),
+        f"the exported graph calls {', '.join(str(t) for t in custom)}, not an op in the namespace "
+        f"{namespace!r} that the check passed to `register`: define the op as f\"{{namespace}}::name\"",
+    )
+    overload = mine[0]
+    module = exported.module()
+    for x in (x0, torch.randn(x0.shape, generator=gen) * 1.5):
+        out = call(module, x.clone(), name="exported.module()")
+        expect_close("the exported program's .module() differs from `tone_curve`", out, tone_curve(x.clone()))
+
+    for label, x in (cases[0], cases[2], cases[-1]):  # opcheck compares fake and real strides too
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.library.opcheck(overload, (x.clone(),))
+        except Exception as e:  # noqa: BLE001
+            raise CheckFailed(f"torch.library.opcheck({overload}) failed on {label}: {first_line(e, 300)}") from e
+    return (
+        f"matches `tone_curve` at every shape, compiles with fullgraph=True, exports as one call to "
+        f"your custom op `{overload._opname}`, and passes torch.library.opcheck"
+    )
