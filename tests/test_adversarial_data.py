@@ -91,6 +91,8 @@ HOSTILE = [
     ("03.predict_scalar_capture", (LiarTuple((0, 0)), (LiarInt(0), 0))),
     ("04.predict_compiles", (LiarInt(0),)),
     ("04.name_the_guard", (LiarStr("shape"),)),
+    ("04.predict_config", ((LiarInt(3), 4, 2),)),
+    ("04.predict_config", (LiarTuple((3, 4, 2)),)),
     ("05.input_specs", ([(LiarStr("PARAMETER"), LiarStr("proj.weight"))],)),
     ("05.input_specs", (LiarList([]),)),
     ("05.predict_decomposed_ops", ({LiarStr("addmm")},)),
@@ -132,3 +134,12 @@ def test_drill_answers_are_plain_too():
     answers = {i: drills.answer_of(drills.get(i)) for i in lesson09.CONCEPT_ROUND}
     assert grader.check("09.concepts", answers).passed
     assert not grader.check("09.concepts", {**answers, drill.id: LiarStr(truth)}).passed
+
+
+def test_predict_config_counts_each_setting_live():
+    """The truth comes from Dynamo now; a wrong count costs its third, the right three pass."""
+    truth = tuple(lesson04.config_compiles().values())
+    assert grader.check("04.predict_config", truth).passed
+    off_by_one = (truth[0], truth[1], truth[2] - 1)  # forgets that batch 1 still gets its own graph
+    result = grader.check("04.predict_config", off_by_one)
+    assert result.status is Status.FAILED and 0 < result.points < result.max_points, result

@@ -6,7 +6,7 @@ import random
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, as_choice, as_int, call, expect, expect_callable, expect_prediction
+from ..checking import CheckFailed, as_choice, as_int, as_ints, call, expect, expect_callable, expect_prediction
 
 
 def scaled(x, k):
@@ -148,3 +148,36 @@ def name_the_guard(failed_guard):
         raise CheckFailed(f"the second call did not recompile on this torch ({compiles} compile): nothing to name")
     changed = _what_changed(first, second)
     expect_prediction("the property whose guard failed", failed_guard, changed[0] if len(changed) == 1 else changed)
+
+
+# Exercise 04.predict_config: compiles of torch.compile(double) for these sizes under each setting.
+CONFIG_SIZES = (4, 8, 1, 16)
+CONFIGS = {
+    "default": {},
+    "automatic_dynamic_shapes=False": {"automatic_dynamic_shapes": False},
+    "assume_static_by_default=False": {"assume_static_by_default": False},
+}
+
+
+def double(x):
+    return x * 2
+
+
+def config_compiles() -> dict[str, int]:
+    """Compiles of ``double`` over CONFIG_SIZES under each setting in CONFIGS, measured now."""
+    counts = {}
+    for label, config in CONFIGS.items():
+        with torch._dynamo.config.patch(**config):
+            counts[label] = probes.count_compiles(double, [(torch.randn(n),) for n in CONFIG_SIZES]).compiles
+    return counts
+
+
+def predict_config(predicted_config_compiles):
+    predicted = as_ints("predicted_config_compiles", predicted_config_compiles, len(CONFIGS))
+    truth = config_compiles()
+    wrong = [f"{label}: you predicted {p}, torch compiled {t}"
+             for (label, t), p in zip(truth.items(), predicted) if p != t]
+    if wrong:
+        raise CheckFailed(f"sizes {CONFIG_SIZES}: " + "; ".join(wrong), fraction=(len(CONFIGS) - len(wrong)) / len(CONFIGS),
+                          measured=tuple(truth.values()), expected=predicted)
+    return "all three compile counts match what Dynamo did just now"
