@@ -652,6 +652,79 @@ concept(
     accept=("TORCH_LOGS=graph_breaks", "TORCH_LOGS=\"graph_breaks\"", "+graph_breaks"),
 )
 
+@predict(
+    "03.error_region",
+    "Does `torch.compile(f, backend=\"eager\")(torch.randn(8))` compile, or raise?",
+    ("compiles", "raises"),
+    """
+    def f(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        with torch._dynamo.error_on_graph_break(True):
+            y = y.cos() * 2
+        return y + 1
+    """,
+    """It compiles, in two graphs. `error_on_graph_break(True)` makes a break an error only *inside* its
+    region; the break before the region is allowed as usual. Unlike `fullgraph=True` it promises no single
+    graph for the whole function: it is strictness for one region.""",
+)
+def _(ns):
+    import torch
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(ns["f"], backend="eager")(torch.randn(8))
+        return "compiles"
+    except torch._dynamo.exc.Unsupported:
+        return "raises"
+    finally:
+        torch._dynamo.reset()
+
+
+@predict(
+    "03.eager_then_compile",
+    "Under `torch.compiler.set_stance(\"eager_then_compile\")`, how many graphs has the backend compiled after the FIRST call of `torch.compile(f)`?",
+    ("0", "1", "2"),
+    """
+    def f(x):
+        return torch.sin(x) + 1
+    """,
+    """None: `eager_then_compile` runs the first call eagerly and compiles from the second call on, so a
+    first call with unusual shapes costs no compile. `force_eager` would never compile at all.""",
+)
+def _(ns):
+    import torch
+
+    from . import probes
+
+    torch._dynamo.reset()
+    backend = probes.CountingBackend()
+    try:
+        with torch.compiler.set_stance("eager_then_compile"):
+            torch.compile(ns["f"], backend=backend)(torch.randn(4))
+        return str(backend.compiles)
+    finally:
+        torch._dynamo.reset()
+
+
+concept(
+    "03.custom_op_fix",
+    "A model calls a NumPy routine Dynamo cannot trace. What lets it compile with `fullgraph=True` AND export?",
+    "wrap it as torch.library.custom_op with a register_fake",
+    """A custom op with a fake (meta) function is one opaque node: Dynamo and `torch.export` need only the
+    fake to know the output's shape and dtype, never the NumPy code. `torch.compiler.disable` compiles
+    around the routine but leaves a graph break, and export still refuses it; `capture_scalar_outputs`
+    is about `.item()`; TorchScript is deprecated and not what torch.export consumes.
+    `torch.library.opcheck` tests the registration.""",
+    choices=(
+        "wrap it as torch.library.custom_op with a register_fake",
+        "decorate it with torch.compiler.disable",
+        "set torch._dynamo.config.capture_scalar_outputs = True",
+        "script it with torch.jit.script",
+    ),
+)
+
+
 # --- 04 guards and recompilation --------------------------------------------------------------------
 
 @predict(
@@ -813,6 +886,28 @@ concept(
         "Inductor's cache expires",
     ),
 )
+
+@predict(
+    "04.static_off",
+    "With `torch._dynamo.config.assume_static_by_default = False`, how many times does `double` compile for sizes 4, 1, 8?",
+    ("1", "2", "3"),
+    """
+    def double(x):
+        return x * 2
+
+    calls = [(torch.randn(n),) for n in (4, 1, 8)]
+    config = {"assume_static_by_default": False}
+    """,
+    """Sizes are symbolic from the first compile, as with `dynamic=True`, so 4 and 8 share one graph; but
+    0/1 specialisation still gives size 1 a graph of its own: two compiles. Turning off
+    `automatic_dynamic_shapes` instead would make every new size a new static graph.""",
+)
+def _(ns):
+    import torch
+
+    with torch._dynamo.config.patch(**ns["config"]):
+        return str(_compiles(ns["double"], ns["calls"]))
+
 
 # --- 05 torch.export --------------------------------------------------------------------------------
 
