@@ -274,3 +274,69 @@ def predict_ort_output(predicted):
             fraction=right / 2,
         )
     return f"onnxruntime returned a numpy array of dtype {real_dtype} and shape {real_shape}"
+
+
+# --- 07.quantize -----------------------------------------------------------------------------------
+
+WIDE_IN, WIDE_OUT = 256, 64
+QUANTIZE_BATCHES = (1, 48)
+QUANTIZE_TOLERANCE = 0.05  # of the largest |eager output|; quantize_dynamic measured ~0.016 on this model
+
+
+def wide_mlp() -> torch.nn.Module:
+    """Wide enough that its weights (about 1.3 M parameters) dominate the file, so int8 matters."""
+    return torch.nn.Sequential(torch.nn.Linear(WIDE_IN, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                               torch.nn.ReLU(), torch.nn.Linear(1024, WIDE_OUT))
+
+
+def initializer_bytes(model) -> collections.Counter:
+    """Bytes of the initializers (the weights) of ``model``'s main graph, by numpy dtype name."""
+    from onnx import numpy_helper
+
+    sizes = collections.Counter()
+    for init in model.graph.initializer:
+        array = numpy_helper.to_array(init)
+        sizes[array.dtype.name] += array.nbytes
+    return sizes
+
+
+def quantize(quantize_fn):
+    expect_callable("quantize", quantize_fn)
+    model = probes.seeded(wide_mlp)
+    gen = probes.fresh_generator()
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
+        with probes.silenced():
+            torch.onnx.export(model, (torch.randn(4, WIDE_IN, generator=gen),), dynamo=True, verbose=False,
+                              dynamic_shapes=({0: torch.export.Dim("batch")},)).save(src)
+        with probes.silenced():
+            call(quantize_fn, str(src), str(dst), name="quantize")
+        before, after = initializer_bytes(load_onnx(src)), initializer_bytes(load_onnx(dst))
+        integer = after["int8"] + after["uint8"]
+        fp32, total = sum(before.values()), sum(after.values())
+        expect(integer > 0, f"the file at dst holds no int8/uint8 weights (its initializers by dtype: "
+               f"{dict(after)} bytes): it is not quantized", measured=dict(after), expected="int8 or uint8 weights")
+        expect(total < fp32 / 2, f"the weights of dst take {total} bytes against {fp32} in the fp32 file; "
+               "int8 weights should take about a quarter", measured=total, expected=f"< {fp32 // 2}")
+        session = probes.ort_session(dst)
+        for batch in QUANTIZE_BATCHES:
+            x = torch.randn(batch, WIDE_IN, generator=gen)
+            try:
+                got = _run(session, x)
+            except Exception as e:
+                raise CheckFailed(f"onnxruntime failed to run dst at batch {batch}: {type(e).__name__}: "
+                                  f"{first_line(e, 160)}", fraction=1 / 4)
+            with torch.no_grad():
+                want = model(x)
+            expect(tuple(got.shape) == tuple(want.shape), f"at batch {batch} dst returns shape {tuple(got.shape)}, "
+                   f"eager {tuple(want.shape)}", measured=tuple(got.shape), expected=tuple(want.shape))
+            error, scale = float((got - want).abs().max()), float(want.abs().max())
+            if not error <= QUANTIZE_TOLERANCE * scale:
+                raise CheckFailed(
+                    f"at batch {batch} the quantized model is off by up to {error:.3g} where eager's outputs reach "
+                    f"{scale:.3g}: more than {QUANTIZE_TOLERANCE:.0%} of that, far beyond int8 rounding",
+                    measured=f"{error / scale:.1%} of max |output|", expected=f"<= {QUANTIZE_TOLERANCE:.0%}",
+                    fraction=1 / 4)
+    return (f"dst holds {integer} bytes of int8/uint8 weights ({total} bytes of weights in all against {fp32} in "
+            f"fp32); onnxruntime matches eager at batch {' and '.join(map(str, QUANTIZE_BATCHES))} to within "
+            f"{QUANTIZE_TOLERANCE:.0%} of the largest output")
