@@ -1,10 +1,13 @@
 """Checks for lesson 03: graph breaks. The snippets live here once; the lesson displays them."""
 from __future__ import annotations
 
+import os
+import warnings
+
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, as_bool, as_dict, as_int, as_ints, as_tuple, call, expect, expect_close, expect_callable, expect_prediction
+from ..checking import CheckFailed, as_bool, as_dict, as_int, as_ints, as_tuple, call, expect, expect_close, expect_callable, expect_prediction, first_line
 
 
 def pure_math(x):
@@ -160,11 +163,6 @@ class _CallsOp(torch.nn.Module):
 
 
 def custom_op(register):
-    import os
-    import warnings
-
-    from ..checking import first_line
-
     expect_callable("register", register)
     namespace = "course_check_" + os.urandom(4).hex()  # fresh: registering one name twice is an error
     op = call(register, namespace, name=f"register({namespace!r})")

@@ -4,9 +4,11 @@ from __future__ import annotations
 import random
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from .. import probes
-from ..checking import CheckFailed, as_choice, as_int, as_ints, call, expect, expect_callable, expect_prediction
+from ..checking import (CheckFailed, as_choice, as_int, as_ints, call, expect, expect_callable, expect_close,
+                        expect_prediction, plain_tensors)
 
 
 def scaled(x, k):
@@ -49,10 +51,6 @@ def two_compiles(make_fast):
     if sizes.index(1) < 2:  # batch 1 must come after two other sizes, as in production traffic
         sizes.remove(1)
         sizes.insert(rng.randint(2, len(sizes)), 1)
-    from torch.utils._pytree import tree_leaves
-
-    from ..checking import expect_close, plain_tensors
-
     torch._dynamo.reset()
     backend = probes.CountingBackend()
     fast = call(make_fast, _layer, backend, name="make_fast")
