@@ -172,7 +172,10 @@ def as_int(name: str, value: Any) -> int:
 
 
 def as_bool(name: str, value: Any) -> bool:
+    """An exact ``bool``; a plain ``int`` 0 or 1 is read as False or True (learners write ``(2, 0)``)."""
     value = _torch_scalar(_numpy_scalar(value))
+    if type(value) is int and value in (0, 1):
+        return bool(value)
     if type(value) is not bool:
         raise _refuse(name, "a plain bool (True or False)", value)
     return value

@@ -20,7 +20,7 @@ from hostile import Anything, LiarDict, LiarFloat, LiarInt, LiarList, LiarStr, L
 
 @pytest.mark.parametrize("convert, value", [
     (checking.as_int, LiarInt(3)), (checking.as_int, True), (checking.as_int, 3.0), (checking.as_int, Anything()),
-    (checking.as_int, torch.tensor(3.5)), (checking.as_bool, 1), (checking.as_bool, LiarInt(1)),
+    (checking.as_int, torch.tensor(3.5)), (checking.as_bool, 2), (checking.as_bool, LiarInt(1)),
     (checking.as_float, LiarFloat(1.0)), (checking.as_float, False), (checking.as_str, LiarStr("shape")),
     (checking.as_ints, LiarTuple((1, 2))), (checking.as_ints, (LiarInt(1), 2)), (checking.as_ints, LiarList([1])),
     (checking.plain, {1: LiarInt(2)}), (checking.plain, {LiarStr("k"): 1}), (checking.plain, [Anything()]),
@@ -37,7 +37,7 @@ def test_torch_and_numpy_values_become_plain_builtins():
 
     cases = [
         (checking.as_int, np.int64(3), 3), (checking.as_int, torch.tensor(4), 4),
-        (checking.as_bool, np.bool_(True), True), (checking.as_float, np.float32(0.5), 0.5),
+        (checking.as_bool, np.bool_(True), True), (checking.as_bool, 1, True), (checking.as_bool, 0, False), (checking.as_float, np.float32(0.5), 0.5),
         (checking.as_ints, torch.Size([2, 3]), (2, 3)), (checking.as_ints, [np.int32(1), 2], (1, 2)),
         (checking.as_str, InputKind.PARAMETER, "PARAMETER"),
         (checking.plain, {torch.ops.aten.addmm.default, torch.ops.aten.relu}, frozenset({"aten.addmm.default", "aten.relu"})),
@@ -143,3 +143,15 @@ def test_predict_config_counts_each_setting_live():
     off_by_one = (truth[0], truth[1], truth[2] - 1)  # forgets that batch 1 still gets its own graph
     result = grader.check("04.predict_config", off_by_one)
     assert result.status is Status.FAILED and 0 < result.points < result.max_points, result
+
+
+def test_predict_breaks_reads_0_and_1_as_the_fullgraph_verdict():
+    from grader import registry
+    from grader.checks.lesson03 import SNIPPETS, measured_breaks
+
+    truth = {name: measured_breaks(fn) for name, fn in SNIPPETS.items()}
+    as_ints = {name: (b.graphs, int(b.fullgraph_ok)) for name, b in truth.items()}
+    result = checking.run_check(registry.get("03.predict_breaks"), [as_ints])
+    assert result.status is Status.PASSED, result.message
+    flipped = {name: (b.graphs, 1 - int(b.fullgraph_ok)) for name, b in truth.items()}
+    assert checking.run_check(registry.get("03.predict_breaks"), [flipped]).points == 0
