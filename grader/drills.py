@@ -339,13 +339,18 @@ def _(ns):
 
 concept(
     "01.overhead_bound",
-    "A model runs many ops on tiny tensors on a CPU and `torch.compile` does not speed it up. Which regime is it in?",
-    "overhead-bound",
-    """On tiny tensors each op's time is the fixed per-call cost (Python, dispatcher, launch), not the bytes
-    it moves; lesson 01's latency-vs-size plot is flat at the small end. A compiled call adds its own guard
-    check, so it can even be slower. Batching into fewer, larger ops helps; on a GPU, CUDA graphs
-    (`mode="reduce-overhead"`) remove launch overhead.""",
-    choices=("overhead-bound", "bandwidth-bound", "compute-bound"),
+    "On a CPU, a function runs 80 elementwise ops on a 16-element tensor. What does `torch.compile` do to its time per call?",
+    "makes it several times faster: one compiled call replaces 80 eager op dispatches",
+    """Tiny tensors are overhead-bound: each eager op costs a few microseconds of Python and dispatch
+    whatever its size, while a compiled call costs a fixed amount (guard check, wrappers) whatever it
+    does. Lesson 01 measures it: with 80 ops the compiled call wins by about an order of magnitude; with
+    3 or 4 ops it can lose. The rule is op count x per-op overhead against the compiled call's fixed cost.""",
+    choices=(
+        "makes it several times faster: one compiled call replaces 80 eager op dispatches",
+        "nothing: compile never helps tiny tensors",
+        "makes it slower: the guard check always costs more than it saves",
+        "makes it faster only with mode=\"max-autotune\"",
+    ),
 )
 
 concept(
@@ -366,12 +371,14 @@ concept(
 
 concept(
     "01.copy_ceiling",
-    "Which simple operation's throughput is the ceiling for every elementwise kernel on a machine?",
-    "x.clone()",
-    """An elementwise op must at least read its input and write its output. `x.clone()` does exactly that and
-    nothing else, so its bandwidth (2 x bytes / time) is the best any elementwise kernel, fused or not, can
-    reach. Lesson 01 measures it first and compares every later kernel against it.""",
-    choices=("x.clone()", "x @ x.T", "x.sum()", "torch.empty_like(x)"),
+    "Which measurement gives the ceiling for elementwise kernels on a CPU?",
+    "y.copy_(x) into a preallocated y",
+    """An elementwise op must at least read its input and write its output, and a copy does nothing else.
+    But `x.clone()` also allocates: a large CPU allocation is fresh memory from the OS, and each 4 KiB page
+    faults on first write (lesson 01 counts 16,385 faults per 64 MiB clone), so it runs far below what
+    the memory can do. Copy into a preallocated tensor (STREAM's copy kernel) to measure the ceiling; on
+    CUDA the caching allocator reuses blocks, so there clone costs no fresh pages.""",
+    choices=("y.copy_(x) into a preallocated y", "x.clone()", "x.sum()", "torch.empty_like(x)"),
 )
 
 # --- 02 torch.compile -------------------------------------------------------------------------------
