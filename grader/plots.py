@@ -3,12 +3,35 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from . import timing
 from .runtime import environment
+
+_mark = 0  # how many timing notes existed when the previous figure was made
+
+
+def _busy_note(ax, since: int) -> None:
+    """A red line on the axes, filled in when the figure is drawn, if any timing since ``since`` was flagged."""
+    from matplotlib.text import Text
+
+    class BusyNote(Text):
+        def draw(self, renderer):
+            notes = timing.notes_since(since)
+            self.set_text("" if not notes else
+                          f"measured on a busy machine ({len(notes)} timing(s) flagged): rerun when it is idle")
+            super().draw(renderer)
+
+    ax.add_artist(BusyNote(0.01, 0.99, "", transform=ax.transAxes, color="tab:red", fontsize=8,
+                           va="top", ha="left", fontweight="bold"))
 
 
 def figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bool = False, size=(7.5, 4.2)):
-    """A labelled figure and axes, stamped with the device and torch version it was measured on."""
+    """A labelled figure and axes, stamped with the device and torch version it was measured on. If a
+    timing made since the previous figure (before this one or while it is filled) was flagged as noisy,
+    the drawn figure says that the machine was busy."""
     import matplotlib.pyplot as plt
+
+    global _mark
+    since, _mark = _mark, len(timing.notes_since(0))
 
     fig, ax = plt.subplots(figsize=size, layout="constrained")
     fig.suptitle(title)
@@ -20,6 +43,7 @@ def figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bo
     if logy:
         ax.set_yscale("log")
     ax.grid(True, which="major", alpha=0.3)
+    _busy_note(ax, since)
     return fig, ax
 
 

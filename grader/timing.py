@@ -1,7 +1,11 @@
 """The one timing helper: steady-state latency on torch.utils.benchmark, and per-call timelines.
 
 ``benchmark`` warms up, lets ``torch.utils.benchmark.Timer`` pick the repeat count (it synchronises
-CUDA itself), and reports the median and interquartile range. ``interleaved`` compares several callables
+CUDA itself), and reports the median and interquartile range. It also says when it cannot be trusted:
+with several threads it runs a short one-thread calibration, because an OpenMP team whose core is taken
+by another program waits a scheduler tick at every parallel region (measured: 8-16 ms per call for an op
+that takes 12 µs), and it flags a spread too wide for a median to mean much. A flagged ``Timing`` carries
+a ``note``, a ``NoisyMeasurement`` warning is issued, and figures drawn afterwards say so. ``interleaved`` compares several callables
 in alternating rounds of ``benchmark``. ``timeline`` times calls one by one
 (for first-call-versus-steady-state plots), synchronising the device around each call.
 """
@@ -9,7 +13,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -21,13 +26,30 @@ class Timing:
     median: float  # seconds per call
     iqr: float  # interquartile range, seconds
     runs: int  # how many measurements the median is taken over
+    threads: int = 1  # intra-op threads the median was measured with
+    note: str | None = None  # why this measurement should not be trusted, if it should not
 
     @property
     def median_us(self) -> float:
         return self.median * 1e6
 
     def __str__(self) -> str:
-        return f"{format_seconds(self.median)} ± {format_seconds(self.iqr / 2)} (median ± IQR/2 of {self.runs})"
+        text = f"{format_seconds(self.median)} ± {format_seconds(self.iqr / 2)} (median ± IQR/2 of {self.runs})"
+        return text + (" [busy machine: see the warning]" if self.note else "")
+
+
+class NoisyMeasurement(UserWarning):
+    """A timing the machine's load made untrustworthy; the message says what was seen."""
+
+
+NOISY_SPREAD = 0.5  # IQR / median above which a median is not worth reporting without a warning
+STALL_RATIO = 1.5  # N threads this much slower than 1 thread: a core is taken, the team waits for it
+_notes: list[str] = []  # every note issued in this process, in order (figures read the new ones)
+
+
+def notes_since(mark: int) -> list[str]:
+    """The notes issued after the first ``mark`` ones (``len(notes_since(0))`` is the current mark)."""
+    return _notes[mark:]
 
 
 def synchronize() -> None:
@@ -35,18 +57,47 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def benchmark(fn: Callable, *args: Any, warmup: int = 3, min_run_time: float = 0.2, **kwargs: Any) -> Timing:
-    """Median latency of ``fn(*args, **kwargs)`` after ``warmup`` calls, over at least ``min_run_time`` s."""
-    for _ in range(warmup):
-        fn(*args, **kwargs)
-    synchronize()
+def _measure(fn: Callable, args, kwargs, threads: int, min_run_time: float) -> Timing:
     timer = tbench.Timer(
         stmt="fn(*args, **kwargs)",
         globals={"fn": fn, "args": args, "kwargs": kwargs},
-        num_threads=torch.get_num_threads(),  # Timer defaults to 1 thread; measure what the learner runs
+        num_threads=threads,  # Timer sets (and restores) torch's intra-op thread count
     )
     m = timer.blocked_autorange(min_run_time=min_run_time)
-    return Timing(median=m.median, iqr=m.iqr, runs=len(m.times))
+    return Timing(median=m.median, iqr=m.iqr, runs=len(m.times), threads=threads)
+
+
+def _flag(timing: Timing, note: str) -> Timing:
+    _notes.append(note)
+    warnings.warn(NoisyMeasurement(
+        "grader.benchmark: this machine looks busy, so a timing is not trustworthy; close other programs "
+        "and rerun the cell. " + note), stacklevel=3)
+    return replace(timing, note=note)
+
+
+def benchmark(fn: Callable, *args: Any, warmup: int = 3, min_run_time: float = 0.2, **kwargs: Any) -> Timing:
+    """Median latency of ``fn(*args, **kwargs)`` after ``warmup`` calls, over at least ``min_run_time`` s,
+    with the thread count the learner runs (``torch.get_num_threads()``). When a one-thread calibration
+    beats it by ``STALL_RATIO`` (a core is taken and the OpenMP team stalls), the one-thread median is
+    reported instead, flagged; a spread above ``NOISY_SPREAD`` of the median is flagged too."""
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    synchronize()
+    threads = torch.get_num_threads()
+    timing = _measure(fn, args, kwargs, threads, min_run_time)
+    if threads > 1:
+        probe = _measure(fn, args, kwargs, 1, min(min_run_time, 0.02))
+        if probe.median * STALL_RATIO < timing.median:
+            single = _measure(fn, args, kwargs, 1, min_run_time)
+            if single.median * STALL_RATIO < timing.median:
+                return _flag(single, (
+                    f"on {threads} threads a call took {timing.median / single.median:,.1f}x as long as on 1 thread "
+                    f"({format_seconds(timing.median)} vs {format_seconds(single.median)}): another program holds a "
+                    f"core and the thread team waits for it; the 1-thread time is reported"))
+    if timing.iqr > NOISY_SPREAD * timing.median:
+        return _flag(timing, f"the spread of the runs (IQR {format_seconds(timing.iqr)}) is "
+                             f"{timing.iqr / timing.median:.0%} of the median")
+    return timing
 
 
 def interleaved(fns: dict[str, Callable], *args: Any, rounds: int = 5, min_run_time: float = 0.05,
@@ -56,15 +107,18 @@ def interleaved(fns: dict[str, Callable], *args: Any, rounds: int = 5, min_run_t
     process on the machine can only add time, so the best round is the truest, and interleaving gives
     every callable the same chances of a quiet moment. ``iqr`` is the spread of the round medians."""
     names = list(fns)
-    medians: dict[str, list[float]] = {name: [] for name in names}
+    runs: dict[str, list[Timing]] = {name: [] for name in names}
     for number in range(rounds):
         shift = number % len(names)
         for name in names[shift:] + names[:shift]:
-            medians[name].append(benchmark(fns[name], *args, min_run_time=min_run_time, **kwargs).median)
+            runs[name].append(benchmark(fns[name], *args, min_run_time=min_run_time, **kwargs))
     result = {}
-    for name, values in medians.items():
+    for name, timings in runs.items():
+        values = [t.median for t in timings]
+        best = min(timings, key=lambda t: t.median)
         q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-        result[name] = Timing(median=min(values), iqr=q[2] - q[0], runs=len(values))
+        note = next((t.note for t in timings if t.note), None)
+        result[name] = Timing(median=best.median, iqr=q[2] - q[0], runs=len(values), threads=best.threads, note=note)
     return result
 
 
