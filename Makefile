@@ -1,7 +1,16 @@
 # Compile & Export: `make lab` opens the course, `make test` proves it. Both set up .venv first.
 SHELL := /bin/bash
 PYTHON ?= python3
+# The pinned torch is the default; `make test TORCH=2.15.0` (or 2.11.0, or PYTHON=python3.12) builds a
+# venv of its own for that version with the rest of the pinned set, and runs the same suite in it. Any
+# torch but the pinned CPU wheel comes from PyPI as the CUDA build (about 5 GB): a manual target, not CI.
+PINNED_TORCH := $(shell sed -n 's/^torch==//p' constraints.txt)
+TORCH ?= $(PINNED_TORCH)
+ifeq ($(TORCH)-$(PYTHON),$(PINNED_TORCH)-python3)
 VENV := .venv
+else
+VENV := .venv-torch$(TORCH)-$(notdir $(PYTHON))
+endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
@@ -19,8 +28,9 @@ setup: $(STAMP)
 # torch comes first and pinned, so nothing can resolve it to a CUDA build.
 $(STAMP): constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e '.[lab,test]'
+	sed 's/^torch==.*/torch==$(TORCH)/' constraints.txt > $(VENV)/constraints.txt
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt torch==$(TORCH)
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[lab,test]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (compile-export)" >/dev/null
 	@touch $(STAMP)
 

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import random
 import sys
 import textwrap
+import types
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence, TextIO
@@ -76,13 +78,20 @@ def quietly():
             torch._dynamo.reset()
 
 
+_snippet_numbers = itertools.count()
+
+
 def _namespace(snippet: str) -> dict:
     """Execute a drill's snippet (the exact source the learner sees) and return its names."""
     import torch
 
-    ns: dict = {"torch": torch, "__name__": "drill_snippet"}
-    exec(compile(snippet, "<drill>", "exec"), ns)
-    return ns
+    # A real module in sys.modules: torch 2.11's Dynamo imports a traced function's module by its
+    # __name__ (a bare dict named "drill_snippet" raised ModuleNotFoundError inside Dynamo there).
+    module = types.ModuleType(f"grader_drill_snippet_{next(_snippet_numbers)}")
+    module.torch = torch
+    sys.modules[module.__name__] = module
+    exec(compile(snippet, "<drill>", "exec"), module.__dict__)
+    return module.__dict__
 
 
 def answer_of(drill: Drill) -> str:
