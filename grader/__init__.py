@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .claims import claim
 from .runtime import Environment, artifact, device, environment, setup
 from .plots import figure
 from .result import Result, Status
 from .timing import Timing, benchmark, interleaved, timeline
 
 __all__ = [
-    "Environment", "Result", "Status", "Timing", "artifact", "benchmark", "check", "device", "environment",
+    "Environment", "Result", "Status", "Timing", "artifact", "benchmark", "check", "claim", "device", "environment",
     "figure", "hint", "interleaved", "progress", "setup", "timeline",
 ]
 

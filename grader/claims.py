@@ -1,0 +1,81 @@
+"""The claim inventory: what the lessons say about torch's behaviour, each claim anchored in its cell.
+
+``claims.toml`` lists every claim once: its id ``NN.slug``, the sentence, and its kind:
+
+- ``asserted``: a fact about torch or the machine. Its code cell calls ``grader.claim(id, holds, shown)``,
+  which raises when ``holds`` is false (so the notebook, and nbval, fail the day torch changes it) and
+  prints ``✓ <id> holds on torch <version>`` when it is true.
+- ``measured``: a number or a conclusion about speed that the cell prints, computed from its own run;
+  the cell carries ``# claim: <id>`` in its source.
+- ``prose``: a sentence in a markdown cell, anchored by ``<!-- claim: <id> -->`` there (invisible when
+  rendered; a summary restating several writes ``<!-- claims: <id> <id> ... -->``); ``shown_by`` names the asserted or measured claim whose cell shows it.
+
+``checked_on`` lists the torch versions whose executed notebooks printed the claim's verdict.
+``tests/test_claims.py`` proves every entry is anchored in exactly one cell, every anchor is listed, and
+every asserted claim's verdict is in its cell's saved output.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+DATA = Path(__file__).with_name("claims.toml")
+KINDS = ("asserted", "measured", "prose")
+ID = re.compile(r"^\d\d\.[a-z][a-z0-9_]*$")
+ANCHOR = re.compile(r"""grader\.claim\(\s*["'](?P<call>[^"']+)["']|#\s*claim:\s*(?P<code>\S+)|<!--\s*claims?:\s*(?P<md>[^>]*?)\s*-->""")
+
+
+class ClaimFailed(AssertionError):
+    """A lesson's claim about torch's behaviour does not hold on the installed torch."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    kind: str
+    text: str
+    shown_by: str = ""
+    checked_on: tuple[str, ...] = ()
+
+    @property
+    def lesson(self) -> str:
+        return self.id[:2]
+
+
+@cache
+def inventory() -> dict[str, Claim]:
+    entries = tomllib.loads(DATA.read_text(encoding="utf-8")).get("claim", [])
+    claims: dict[str, Claim] = {}
+    for raw in entries:
+        c = Claim(raw["id"], raw["kind"], " ".join(raw["text"].split()), raw.get("shown_by", ""),
+                  tuple(raw.get("checked_on", ())))
+        if not ID.match(c.id) or c.kind not in KINDS or c.id in claims:
+            raise ValueError(f"claims.toml: bad or repeated entry {c.id!r} (kind {c.kind!r})")
+        claims[c.id] = c
+    return claims
+
+
+def anchors(source: str) -> list[str]:
+    """The claim ids a cell's source anchors."""
+    return [claim_id for m in ANCHOR.finditer(source) for claim_id in next(g for g in m.groups() if g).split()]
+
+
+def claim(claim_id: str, holds: bool, shown: str = "") -> None:
+    """Assert a listed claim about torch's behaviour in the cell that shows it, and print the verdict."""
+    import torch
+
+    try:
+        entry = inventory()[claim_id]
+    except KeyError:
+        raise KeyError(f"{claim_id!r} is not in grader/claims.toml: list the claim there first") from None
+    if type(holds) is not bool:
+        holds = bool(holds)
+    if not holds:
+        raise ClaimFailed(f"on your torch {torch.__version__} this lesson's claim does not hold: {entry.text}"
+                          + (f" (measured: {shown})" if shown else "")
+                          + ". The lesson was checked on torch " + ", ".join(entry.checked_on or ("?",))
+                          + "; please report it.")
+    print(f"✓ {claim_id} holds on torch {torch.__version__}" + (f": {shown}" if shown else ""))

@@ -1,0 +1,75 @@
+"""The claim inventory (grader/claims.toml) against the solution notebooks.
+
+Every listed claim is anchored in the lessons (asserted and measured claims in exactly one code cell,
+prose claims in markdown), every anchor is listed, prose points at a claim that shows it, and every
+asserted claim's verdict line is in its cell's saved output (it ran and held when the notebook was run).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import claims, registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cells():
+    for lesson in registry.lessons().values():
+        nb = nbformat.read(ROOT / "solutions" / lesson.notebook, as_version=4)
+        for index, cell in enumerate(nb.cells):
+            yield lesson.number, index, cell
+
+
+def _anchored():
+    found: dict[str, list[tuple[str, int, object]]] = {}
+    for lesson, index, cell in _cells():
+        for claim_id in claims.anchors(cell.source):
+            found.setdefault(claim_id, []).append((lesson, index, cell))
+    return found
+
+
+INVENTORY = claims.inventory()
+ANCHORED = _anchored()
+
+
+def test_every_anchor_is_in_the_inventory():
+    unknown = sorted(set(ANCHORED) - set(INVENTORY))
+    assert not unknown, f"anchored in a lesson but not listed in grader/claims.toml: {unknown}"
+
+
+@pytest.mark.parametrize("claim_id", sorted(INVENTORY))
+def test_every_claim_is_anchored_where_its_kind_says(claim_id):
+    entry = INVENTORY[claim_id]
+    places = ANCHORED.get(claim_id, [])
+    assert places, f"{claim_id} is listed but no cell anchors it"
+    assert all(lesson == entry.lesson for lesson, _, _ in places), f"{claim_id} is anchored outside lesson {entry.lesson}"
+    types = {cell.cell_type for _, _, cell in places}
+    if entry.kind == "prose":
+        assert types == {"markdown"}, f"prose claim {claim_id} must be anchored in markdown, found {types}"
+        assert entry.shown_by in INVENTORY and INVENTORY[entry.shown_by].kind != "prose", \
+            f"prose claim {claim_id}: shown_by {entry.shown_by!r} must name an asserted or measured claim"
+    else:
+        code = [(lesson, index, cell) for lesson, index, cell in places if cell.cell_type == "code"]
+        assert len(code) == 1, f"{entry.kind} claim {claim_id} must be anchored in exactly one code cell, found {len(code)}"
+
+
+@pytest.mark.parametrize("claim_id", sorted(c.id for c in INVENTORY.values() if c.kind == "asserted"))
+def test_every_asserted_claim_ran_and_held_in_the_saved_run(claim_id):
+    (_, index, cell), = [p for p in ANCHORED[claim_id] if p[2].cell_type == "code"]
+    text = "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+    if f"✓ {claim_id} holds" not in text:
+        assert not INVENTORY[claim_id].checked_on or "skipped" in text or "no CUDA" in text, \
+            f"{claim_id}: cell {index}'s saved output has no verdict line; re-run the notebook"
+        assert not INVENTORY[claim_id].checked_on, f"{claim_id} lists checked_on but its cell printed no verdict"
+
+
+def test_a_claim_that_stops_holding_stops_the_notebook(capsys):
+    with pytest.raises(claims.ClaimFailed, match="does not hold"):
+        claims.claim("01.guards_in_cpp", False, "a Python guard")
+    claims.claim("01.guards_in_cpp", True)
+    assert "✓ 01.guards_in_cpp holds on torch" in capsys.readouterr().out
+    with pytest.raises(KeyError, match="claims.toml"):
+        claims.claim("01.not_listed", True)
