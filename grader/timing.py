@@ -69,9 +69,12 @@ def _measure(fn: Callable, args, kwargs, threads: int, min_run_time: float) -> T
 
 def _flag(timing: Timing, note: str) -> Timing:
     _notes.append(note)
+    # One fixed message, so Python shows it once per calling line however many timings it flags;
+    # the details are in each Timing's note.
     warnings.warn(NoisyMeasurement(
-        "grader.benchmark: this machine looks busy, so a timing is not trustworthy; close other programs "
-        "and rerun the cell. " + note), stacklevel=3)
+        "grader.benchmark: this machine looks busy (another program is using the CPU), so these timings "
+        "are not trustworthy; close other programs and rerun the cell. Each flagged Timing's .note says why."),
+        stacklevel=3)
     return replace(timing, note=note)
 
 
