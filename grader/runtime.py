@@ -77,6 +77,9 @@ def quiet() -> None:
         warnings.filterwarnings("ignore", message=pattern, category=category)
     # Dynamo's advice-as-warning (e.g. on every `.item()` break) is what the lessons teach explicitly.
     torch._logging.set_logs(dynamo=logging.ERROR, inductor=logging.ERROR)
+    # The CUDA build of torch on a machine without a GPU logs "No CUDA runtime is found" when Inductor
+    # imports its C++ extension helpers: true, and not what the lesson is about.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
 
 def widgets_available() -> bool:
