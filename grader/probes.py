@@ -77,7 +77,10 @@ class Breaks:
     """What Dynamo captured for one call. ``graphs``/``breaks``/``ops``/``reasons`` are ``explain``'s
     fields (its ``graph_break_count`` is ``graph_count - 1``, so a break that ends no graph is not
     counted); ``fullgraph_error`` is None when ``fullgraph=True`` compiles the function, otherwise the
-    GB id of the first break it stops at (or the exception's type name): the verdict that misses none."""
+    GB id of the first break it stops at (or the exception's type name). ``fullgraph=True`` is a stricter
+    compile, not a verdict on the default one: it also switches on scalar capture, so a function whose
+    only breaks are ``.item()`` calls compiles there as one graph yet breaks under plain
+    ``torch.compile``. The ``graph_breaks`` log of a default compile lists every break it takes."""
 
     graphs: int
     breaks: int
@@ -105,8 +108,10 @@ def _fullgraph_error(fn: Callable, args: Sequence[Any], kwargs: dict) -> str | N
 
 
 def graph_breaks(fn: Callable, *args: Any, **kwargs: Any) -> Breaks:
-    """``torch._dynamo.explain(fn)(*args)`` (graphs, breaks, ops, one line per break reason) plus the
-    ``fullgraph=True`` verdict for the same call."""
+    """``torch._dynamo.explain(fn)(*args)`` (graphs, breaks, ops, one line per break reason) plus whether
+    ``torch.compile(fn, fullgraph=True)`` compiles the same call. The two can disagree: ``fullgraph=True``
+    captures ``.item()`` as a symbolic scalar, so ``x * x.sum().item()`` gives ``breaks == 1`` here and
+    ``fullgraph_ok`` True."""
     torch._dynamo.reset()
     try:
         out = torch._dynamo.explain(fn)(*args, **kwargs)

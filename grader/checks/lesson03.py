@@ -1,13 +1,20 @@
 """Checks for lesson 03: graph breaks. The snippets live here once; the lesson displays them."""
 from __future__ import annotations
 
+import collections
+import json
 import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
 import warnings
 
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, as_bool, as_dict, as_int, as_ints, as_tuple, call, expect, expect_close, expect_callable, expect_prediction, first_line
+from ..checking import CheckFailed, as_bool, as_dict, as_int, as_ints, as_str, as_tuple, call, expect, expect_close, expect_callable, expect_prediction, first_line
 
 
 def pure_math(x):
@@ -234,3 +241,254 @@ def custom_op(register):
         f"matches `tone_curve` at every shape, compiles with fullgraph=True, exports as one call to "
         f"your custom op `{overload._opname}`, and passes torch.library.opcheck"
     )
+
+
+# --- 03.read_trace ----------------------------------------------------------------------------------
+# A TORCH_TRACE directory holds one log file per process; each record is a line with a glog-style prefix
+# and a JSON object, followed by payload lines that start with a tab. The check writes traces of
+# functions it draws itself, in fresh processes, and measures the truth there with a counting backend.
+
+# Runs in a fresh interpreter with TORCH_TRACE set: compiles the function given as source with a
+# backend that notes the compile id ("frame/recompile") of every graph it is handed, and prints them.
+_TRACE_PROGRAM = r'''
+import json
+import sys
+
+import torch
+
+spec = json.loads(sys.argv[1])
+seen = []
+
+
+def backend(gm, example_inputs):
+    cid = torch._guards.CompileContext.current_compile_id()
+    seen.append([cid.frame_id, cid.frame_compile_id])
+    return gm.forward
+
+
+namespace = {"torch": torch}
+exec(compile(spec["source"], "trace_scenario.py", "exec"), namespace)
+fn = torch.compile(namespace["fn"], backend=backend, dynamic=False)
+for k in spec["ks"]:
+    fn(torch.randn(8), k)
+print(json.dumps(seen))
+'''
+
+
+def trace_scenario(gen: torch.Generator) -> dict:
+    """A function with 1 to 3 graph breaks, one break before any tensor op (a frame that compiles no
+    graph), some segments that read the Python int ``k`` (each new ``k`` recompiles those frames under
+    ``dynamic=False``), and the 2 or 3 values of ``k`` it is called with."""
+    def draw(n: int) -> int:
+        return int(torch.randint(n, (1,), generator=gen))
+
+    segments = 2 + draw(3)
+    uses_k = [bool(draw(2)) for _ in range(segments)]
+    if not any(uses_k):
+        uses_k[draw(segments)] = True
+    lines = ["def fn(x, k):", "    torch._dynamo.graph_break()  # before any tensor op"]
+    for i, reads_k in enumerate(uses_k):
+        if i:
+            lines.append("    torch._dynamo.graph_break()")
+        op = ("torch.sin", "torch.cos", "torch.tanh")[draw(3)]
+        lines.append(f"    x = {op}(x) * {'k' if reads_k else i + 2}")
+    lines.append("    return x")
+    ks = [2 + i for i in range(2 + draw(2))]
+    return {"source": "\n".join(lines) + "\n", "ks": ks, "expected_graphs": segments + (len(ks) - 1) * sum(uses_k)}
+
+
+def _trace_env(trace_dir) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_LOGS", "TORCH_TRACE", "TORCH_COMPILE_DEBUG"))}
+    env["TORCH_TRACE"] = str(trace_dir)
+    return env
+
+
+def start_trace(spec: dict, trace_dir):
+    """Start a fresh interpreter that runs ``spec``'s function with TORCH_TRACE=trace_dir."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _TRACE_PROGRAM, json.dumps(spec)], env=_trace_env(trace_dir),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(trace_dir.parent),
+    )
+
+
+def finish_trace(proc, timeout: float = 300) -> dict:
+    """Wait for ``start_trace``'s process; the graphs its counting backend saw, and how many were recompiles."""
+    out, err = proc.communicate(timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the trace process failed: {err.strip().splitlines()[-1:] or proc.returncode}")
+    seen = json.loads(out.strip().splitlines()[-1])
+    return {"graphs": len(seen), "recompiles": sum(1 for _, again in seen if again > 0)}
+
+
+def trace_records(trace_dir) -> list[dict]:
+    """The JSON records of every log file in a TORCH_TRACE directory, in order (payload lines skipped)."""
+    records = []
+    for path in sorted(pathlib.Path(trace_dir).glob("*.log")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("\t") or "] {" not in line:
+                continue
+            records.append(json.loads(line[line.index("] {") + 2:]))
+    return records
+
+
+def _summary(name: str, value) -> dict:
+    value = as_dict(name, value)
+    missing = [key for key in ("graphs", "recompiles") if key not in value]
+    expect(not missing, f"`{name}` should be a dict with the keys 'graphs' and 'recompiles'; it has no {missing[0]!r}" if missing else "")
+    return {key: as_int(f"{name}[{key!r}]", value[key]) for key in ("graphs", "recompiles")}
+
+
+def read_trace(summarize_trace):
+    expect_callable("summarize_trace", summarize_trace)
+    gen = probes.fresh_generator()
+    specs = [trace_scenario(gen)]
+    while True:  # two functions with different graph counts: no single hard-coded answer fits both
+        spec = trace_scenario(gen)
+        if spec["expected_graphs"] != specs[0]["expected_graphs"]:
+            specs.append(spec)
+            break
+    with tempfile.TemporaryDirectory(prefix="grader-trace-") as tmp:
+        tmp = pathlib.Path(tmp)
+        dirs = [tmp / f"trace_{i}" for i in range(len(specs))]
+        procs = []
+        try:
+            for spec, trace_dir in zip(specs, dirs):
+                trace_dir.mkdir()
+                procs.append(start_trace(spec, trace_dir))
+            empty = tmp / "nothing_compiled"
+            empty.mkdir()
+            got = _summary("summarize_trace(...)", call(summarize_trace, str(empty), name="summarize_trace"))
+            want = {"graphs": 0, "recompiles": 0}
+            expect(got == want, f"on an empty trace directory (a process that compiled nothing) summarize_trace "
+                   f"returned {got}, expected {want}", measured=got, expected=want)
+            truths = [finish_trace(p) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        right = {"graphs": 0, "recompiles": 0}
+        wrong = []
+        for spec, trace_dir, truth in zip(specs, dirs, truths):
+            got = _summary("summarize_trace(...)", call(summarize_trace, str(trace_dir), name="summarize_trace"))
+            for key in right:
+                right[key] += got[key] == truth[key]
+            if got != truth:
+                kinds = collections.Counter(next(iter(r), "") for r in trace_records(trace_dir))
+                note = ""
+                if got["graphs"] == kinds["dynamo_start"] != truth["graphs"]:
+                    note = (" (that is the number of dynamo_start records: frames Dynamo started on, and the "
+                            "first one here compiles no graph)")
+                elif got["graphs"] == len(list(trace_dir.glob("*.log"))):
+                    note = " (that is the number of files; a file holds every record of one process)"
+                calls = ", ".join(f"k={k}" for k in spec["ks"])
+                wrong.append(f"for the function\n{spec['source']}called with {calls}, the counting backend saw "
+                             f"{truth}; summarize_trace returned {got}{note}")
+    if wrong:
+        fraction = sum(0.5 for key in right if right[key] == len(specs))
+        raise CheckFailed("; ".join(wrong), fraction=fraction)
+    return (f"graphs and recompiles right on an empty trace and on the traces of {len(specs)} functions "
+            "the check drew, each run in a fresh process")
+
+
+# --- 03.which_log -----------------------------------------------------------------------------------
+
+WHICH_LOG_QUESTIONS = {
+    "why_recompiled": "a compiled function ran on inputs of one size, then compiled again on another: "
+                      "which guard failed?",
+    "which_breaks": "which graph breaks happened, at which line, why, and with which GB id?",
+    "generated_code": "the code Inductor generated for a compiled graph: its kernels and the Python `call` "
+                      "that runs them",
+}
+
+
+def resized(activations):
+    """The function of 03.which_log's recompile question: compiled once, then called at a new size."""
+    return torch.sin(activations) * 2 + 1
+
+
+def tiny_kernel(x):
+    """The function of 03.which_log's generated-code question (compiled with Inductor)."""
+    return torch.sin(x) * 2 + 1
+
+
+def log_names() -> tuple[frozenset, frozenset]:
+    """(artifacts that ``torch._logging.set_logs`` can switch on, component logs such as "dynamo")."""
+    import inspect
+
+    from torch._logging._internal import log_registry
+
+    settable = set(inspect.signature(torch._logging.set_logs).parameters)
+    artifacts = frozenset(a for a in log_registry.artifact_names if a in settable)
+    return artifacts, frozenset(log_registry.log_alias_to_log_qnames)
+
+
+def _evidence(question: str, artifact: str, gen: torch.Generator) -> tuple[bool, str]:
+    """Run the question's scenario with only ``artifact`` switched on; (the log holds the evidence, what it is)."""
+    import contextlib
+    import io
+
+    torch._dynamo.reset()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            if question == "why_recompiled":
+                first, second = 4 + int(torch.randint(8, (1,), generator=gen)), 1000 + int(torch.randint(9000, (1,), generator=gen))
+                with probes.torch_logs(**{artifact: True}) as log:
+                    compiled = torch.compile(resized, backend="eager")
+                    compiled(torch.randn(first))
+                    compiled(torch.randn(second))
+                found = bool(re.search(rf"(?<![\w.]){second}(?![\w.])", log.text)) and "activations" in log.text
+                return found, f"the failed guard (the argument `activations` and its new size {second})"
+            if question == "which_breaks":
+                names = [n for n in SNIPPETS if n != "pure_math"]
+                fn = SNIPPETS[names[int(torch.randint(len(names), (1,), generator=gen))]]
+                gb = measured_breaks(fn).fullgraph_error
+                if not gb or not re.fullmatch(r"gb\d{4}", gb):
+                    raise RuntimeError(f"{fn.__name__}: fullgraph=True named no GB id ({gb!r})")
+                torch._dynamo.reset()
+                with probes.torch_logs(**{artifact: True}) as log:
+                    torch.compile(fn, backend="eager")(torch.randn(8))
+                return gb in log.text, f"the break in `{fn.__name__}` with its GB id {gb}"
+            if question == "generated_code":
+                from torch._inductor.utils import run_and_get_code
+
+                with probes.torch_logs(**{artifact: True}) as log:
+                    _, sources = run_and_get_code(torch.compile(tiny_kernel), torch.randn(8))
+                lines = [line.strip() for source in sources for line in source.splitlines() if line.strip()]
+                if not lines:
+                    raise RuntimeError("Inductor generated no code for tiny_kernel")
+                return all(line in log.text for line in lines), "the whole module Inductor generated for `tiny_kernel`"
+    finally:
+        torch._dynamo.reset()
+    raise KeyError(question)
+
+
+def which_log(which_log):
+    answers = as_dict("which_log", which_log)
+    artifacts, components = log_names()
+    gen = probes.fresh_generator()
+    wrong, right = [], 0
+    for question in WHICH_LOG_QUESTIONS:
+        if question not in answers:
+            wrong.append(f"{question!r}: no answer")
+            continue
+        given = as_str(f"which_log[{question!r}]", answers[question])
+        name = given.strip()
+        name = name[1:] if name.startswith("+") and name[1:] in artifacts else name  # TORCH_LOGS reads +artifact as artifact
+        if name.lstrip("+-") in components:
+            wrong.append(f"{question!r}: {given!r} is a whole component's log (every message of that part of torch at "
+                         "one level), not an artifact: it buries the answer in everything else. Name the one artifact")
+            continue
+        if name not in artifacts:
+            wrong.append(f"{question!r}: {given!r} is not an artifact `torch._logging.set_logs` knows "
+                         "(TORCH_LOGS=help lists them)")
+            continue
+        found, what = _evidence(question, name, gen)
+        if found:
+            right += 1
+        else:
+            wrong.append(f"{question!r}: with only {name!r} switched on, the log of the check's run does not show {what}")
+    if wrong:
+        raise CheckFailed(f"{right}/{len(WHICH_LOG_QUESTIONS)} right; " + "; ".join(wrong), fraction=right / len(WHICH_LOG_QUESTIONS))
+    return "each artifact, switched on alone while the check ran its scenario, logged the evidence asked for"

@@ -1,0 +1,189 @@
+"""03.which_log and 03.read_trace: the solutions' kind of answer passes, the starters are not attempted,
+and plausible wrong answers fail (a too-broad log, the wrong artifact; counting frames, files, or a
+hard-coded summary instead of graphs)."""
+import json
+import pathlib
+import shutil
+
+import pytest
+
+from grader import checking, registry
+from grader.checks import lesson03
+from grader.result import Status
+
+WHICH_LOG = registry.get("03.which_log")
+READ_TRACE = registry.get("03.read_trace")
+RIGHT = {"why_recompiled": "recompiles", "which_breaks": "graph_breaks", "generated_code": "output_code"}
+
+
+def records(trace_dir):
+    for path in sorted(pathlib.Path(trace_dir).glob("*.log")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("\t") and "] {" in line:
+                yield json.loads(line[line.index("] {") + 2:])
+
+
+def summarize_trace(trace_dir):
+    graphs = [r for r in records(trace_dir) if "dynamo_output_graph" in r]
+    return {"graphs": len(graphs), "recompiles": sum(r["frame_compile_id"] > 0 for r in graphs)}
+
+
+# --- 03.which_log ------------------------------------------------------------------------------------
+
+def which(**changes):
+    return checking.run_check(WHICH_LOG, [{**RIGHT, **changes}])
+
+
+def test_which_log_solution_passes():
+    result = which()
+    assert result.status == Status.PASSED, result.message
+    assert result.points == WHICH_LOG.points
+
+
+def test_which_log_accepts_legitimate_alternatives():
+    result = which(why_recompiled="recompiles_verbose", which_breaks="+graph_breaks")
+    assert result.status == Status.PASSED, result.message
+
+
+def test_which_log_starter_is_not_attempted():
+    assert checking.run_check(WHICH_LOG, [...]).status == Status.NOT_ATTEMPTED
+
+
+def test_guards_do_not_say_why_it_recompiled():
+    result = which(why_recompiled="guards")
+    assert result.status == Status.FAILED, result.message
+    assert "'guards'" in result.message and result.points == pytest.approx(WHICH_LOG.points * 2 / 3, abs=0.01)
+
+
+@pytest.mark.parametrize("broad", ["+dynamo", "dynamo", "inductor"])
+def test_whole_components_are_refused(broad):
+    result = which(which_breaks=broad)
+    assert result.status == Status.FAILED, result.message
+    assert "component" in result.message
+
+
+def test_kernel_code_is_not_the_generated_module():
+    result = which(generated_code="kernel_code")
+    assert result.status == Status.FAILED, result.message
+    assert "tiny_kernel" in result.message
+
+
+def test_wrong_artifact_unknown_name_and_non_str_fail():
+    result = which(which_breaks="graph_code", why_recompiled="TORCH_LOGS=recompiles")
+    assert result.status == Status.FAILED and result.points < WHICH_LOG.points / 2, result.message
+    assert "not an artifact" in result.message
+    result = checking.run_check(WHICH_LOG, [{**RIGHT, "generated_code": 1}])
+    assert result.status == Status.FAILED and "plain str" in result.message
+
+
+# --- 03.read_trace -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    """The check run end to end on the solution, once: it writes two traces in fresh processes. Copies
+    of those traces and what their counting backends saw are kept for the other tests to replay."""
+    root = tmp_path_factory.mktemp("traces")
+    started, stored = {}, []
+    real_start, real_finish = lesson03.start_trace, lesson03.finish_trace
+
+    def start(spec, trace_dir):
+        proc = real_start(spec, trace_dir)
+        started[id(proc)] = (spec, trace_dir)
+        return proc
+
+    def finish(proc, timeout=300):
+        truth = real_finish(proc, timeout)
+        spec, trace_dir = started[id(proc)]
+        copy = root / f"trace_{len(stored)}"
+        shutil.copytree(trace_dir, copy)
+        stored.append((spec, copy, truth))
+        return truth
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lesson03, "start_trace", start)
+        mp.setattr(lesson03, "finish_trace", finish)
+        result = checking.run_check(READ_TRACE, [summarize_trace])
+    return result, stored
+
+
+def test_read_trace_solution_passes_on_real_traces(traces):
+    result, stored = traces
+    assert result.status == Status.PASSED, result.message
+    assert result.points == READ_TRACE.points and len(stored) == 2
+
+
+class _Finished:
+    def __init__(self, truth):
+        self.truth = truth
+
+    def poll(self):
+        return 0
+
+
+@pytest.fixture
+def replay(traces, monkeypatch):
+    """The check, with its fresh processes replaced by copies of the stored traces (fast, deterministic)."""
+    traces = traces[1]
+    draws = iter([spec for spec, _, _ in traces] * 2)
+    by_source = {spec["source"]: (trace_dir, truth) for spec, trace_dir, truth in traces}
+
+    def start(spec, trace_dir):
+        stored_dir, truth = by_source[spec["source"]]
+        shutil.copytree(stored_dir, trace_dir, dirs_exist_ok=True)
+        return _Finished(truth)
+
+    monkeypatch.setattr(lesson03, "trace_scenario", lambda gen: next(draws))
+    monkeypatch.setattr(lesson03, "start_trace", start)
+    monkeypatch.setattr(lesson03, "finish_trace", lambda proc, timeout=300: proc.truth)
+    return lambda answer: checking.run_check(READ_TRACE, [answer])
+
+
+def test_stored_traces_have_frames_without_graphs_and_recompiles(traces):
+    traces = traces[1]
+    for _, trace_dir, truth in traces:
+        starts = sum("dynamo_start" in r for r in records(trace_dir))
+        assert starts > truth["graphs"] and truth["recompiles"] > 0
+        assert summarize_trace(trace_dir) == truth
+    assert traces[0][2]["graphs"] != traces[1][2]["graphs"]
+
+
+def test_solution_passes_on_replayed_traces(replay):
+    result = replay(summarize_trace)
+    assert result.status == Status.PASSED, result.message
+
+
+def test_read_trace_starter_is_not_attempted(replay):
+    def starter(trace_dir):
+        raise NotImplementedError("your code here")
+
+    assert replay(starter).status == Status.NOT_ATTEMPTED
+
+
+def test_counting_frames_instead_of_graphs_fails(replay):
+    def frames(trace_dir):
+        return {"graphs": sum("dynamo_start" in r for r in records(trace_dir)),
+                "recompiles": summarize_trace(trace_dir)["recompiles"]}
+
+    result = replay(frames)
+    assert result.status == Status.FAILED, result.message
+    assert "dynamo_start" in result.message and result.points == READ_TRACE.points / 2
+
+
+def test_counting_files_fails(replay):
+    result = replay(lambda d: {"graphs": len(list(pathlib.Path(d).glob("*.log"))), "recompiles": 0})
+    assert result.status == Status.FAILED, result.message
+    assert "number of files" in result.message
+
+
+def test_a_hard_coded_summary_fails(replay, traces):
+    truth = traces[1][0][2]
+    result = replay(lambda d: dict(truth) if any(pathlib.Path(d).iterdir()) else {"graphs": 0, "recompiles": 0})
+    assert result.status == Status.FAILED, result.message
+    assert replay(lambda d: {"graphs": 4, "recompiles": 1}).status == Status.FAILED  # wrong on the empty trace too
+
+
+def test_recompiles_wrong_is_half_credit_and_a_bare_int_is_refused(replay):
+    result = replay(lambda d: {"graphs": summarize_trace(d)["graphs"], "recompiles": 0})
+    assert result.status == Status.FAILED and result.points == READ_TRACE.points / 2, result.message
+    result = replay(lambda d: summarize_trace(d)["graphs"])
+    assert result.status == Status.FAILED and "dict" in result.message, result.message
