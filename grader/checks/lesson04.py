@@ -7,8 +7,8 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from .. import probes
-from ..checking import (CheckFailed, as_choice, as_int, as_ints, call, expect, expect_callable, expect_close,
-                        expect_prediction, plain_tensors)
+from ..checking import (CheckFailed, as_bool, as_choice, as_int, as_ints, call, expect, expect_callable,
+                        expect_close, expect_prediction, plain_tensors)
 
 
 def scaled(x, k):
@@ -179,3 +179,52 @@ def predict_config(predicted_config_compiles):
         raise CheckFailed(f"sizes {CONFIG_SIZES}: " + "; ".join(wrong), fraction=(len(CONFIGS) - len(wrong)) / len(CONFIGS),
                           measured=tuple(truth.values()), expected=predicted)
     return "all three compile counts match what Dynamo did just now"
+
+
+# Exercise 04.freezing: compile an nn.Linear with Inductor under torch.no_grad(), with and without
+# torch._inductor.config.freezing, call it, scale its weight in place, call again. Does the output follow?
+FREEZING_SHAPE = (8, 4)  # in, out features: tiny, so that each Inductor compile stays short
+
+
+def freezing_follows() -> dict[bool, bool]:
+    """For freezing off and on: whether a freshly compiled ``nn.Linear`` (fresh random weights and input)
+    returns, after ``weight.mul_(2)`` in place, what eager returns with the new weight. Measured now."""
+    import torch._inductor.config as inductor_config
+
+    gen = probes.fresh_generator()
+    x = torch.randn(4, FREEZING_SHAPE[0], generator=gen)
+    follows = {}
+    for freezing in (False, True):
+        model = torch.nn.Linear(*FREEZING_SHAPE).eval()
+        torch._dynamo.reset()
+        try:
+            with inductor_config.patch(freezing=freezing), torch.no_grad(), probes.silenced():
+                for param in model.parameters():
+                    param.copy_(torch.randn(param.shape, generator=gen))
+                compiled = torch.compile(model)
+                before = compiled(x)
+                model.weight.mul_(2)
+                after, want = compiled(x), model(x)
+        finally:
+            torch._dynamo.reset()
+        new = torch.allclose(after, want, rtol=1e-4, atol=1e-5)
+        old = torch.allclose(after, before, rtol=1e-4, atol=1e-5)
+        if new == old:  # neither (or both): the measurement cannot tell, so it judges nothing
+            raise RuntimeError(f"freezing={freezing}: the compiled output matched {'both' if new else 'neither'} "
+                               "the old and the new weights")
+        follows[freezing] = new
+    return follows
+
+
+def freezing(follows_without_freezing, follows_with_freezing):
+    predicted = {False: as_bool("follows_without_freezing", follows_without_freezing),
+                 True: as_bool("follows_with_freezing", follows_with_freezing)}
+    truth = freezing_follows()
+    said = {True: "follows the new weight", False: "keeps the old weight"}
+    wrong = [f"{'with' if frozen else 'without'} freezing you predicted it {said[predicted[frozen]]}, but the compiled "
+             f"output {'followed the new weight' if truth[frozen] else 'kept the old weight'}"
+             for frozen in (False, True) if predicted[frozen] != truth[frozen]]
+    if wrong:
+        raise CheckFailed("after weight.mul_(2) in place: " + "; ".join(wrong), fraction=(2 - len(wrong)) / 2,
+                          measured=(truth[False], truth[True]), expected=(predicted[False], predicted[True]))
+    return "both predictions match what Inductor did just now"
