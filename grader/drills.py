@@ -639,11 +639,14 @@ def _(ns):
 
 concept(
     "03.explain_zero",
-    "`explain` reports 0 graph breaks. Is the function guaranteed to compile with `fullgraph=True`?",
+    "`explain` reports 0 graph breaks for a function. Is the function guaranteed to run as one graph under `torch.compile`?",
     "no",
     """`explain`'s `graph_break_count` is `graph_count - 1`, so a break that ends no graph (a `print` before
-    any tensor work, for example) is not counted. `fullgraph=True` turns every break into an error and is
-    the one verdict that misses none; `TORCH_LOGS=graph_breaks` shows each break's reason and GB id.""",
+    any tensor work, for example) is not counted. The `graph_breaks` log of a default compile
+    (`TORCH_LOGS=graph_breaks`) lists every break it takes, with its reason and GB id. `fullgraph=True`
+    refuses most breaks, but it is a different compile: it also captures `.item()` as a symbolic scalar,
+    so a function whose only breaks are `.item()` calls compiles there as one graph and still breaks
+    under plain `torch.compile`.""",
     choices=("yes", "no"),
 )
 
@@ -738,6 +741,64 @@ concept(
         "set torch._dynamo.config.capture_scalar_outputs = True",
         "script it with torch.jit.script",
     ),
+)
+
+
+@predict(
+    "03.fullgraph_item",
+    "`torch.compile(f, backend=counting, fullgraph=True)(torch.randn(8))` with a backend that counts the graphs "
+    "it is handed: how many graphs, or does it raise? (`capture_scalar_outputs` is left at its default, False.)",
+    ("1", "2", "raises"),
+    """
+    def f(x):
+        return x * x.sum().item()
+    """,
+    """One graph, no error. Under a default `torch.compile`, `.item()` breaks the graph (gb0124) and `f` runs
+    as two graphs. `fullgraph=True` switches scalar capture on for that compile (Dynamo's `Tensor.item()`
+    handler: "We enable capture_scalar_outputs when full_graph=True by default"), so the scalar stays in
+    the graph as an unbacked symbol. `fullgraph=True` is therefore not a test of what the default compile
+    does: the `graph_breaks` log is.""",
+)
+def _(ns):
+    import torch
+
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(ns["f"], backend=counting, fullgraph=True)(torch.randn(8))
+    except torch._dynamo.exc.Unsupported:
+        return "raises"
+    finally:
+        torch._dynamo.reset()
+    return str(len(graphs))
+
+
+concept(
+    "03.recompiles_log",
+    "A compiled function compiles again when the batch size changes. Which `TORCH_LOGS` artifact prints the guard that failed?",
+    "recompiles",
+    """`TORCH_LOGS="recompiles"` (`torch._logging.set_logs(recompiles=True)`) prints, for each recompile, the
+    function and the guard that failed, e.g. "tensor 'x' size mismatch at index 0. expected 8, actual
+    1234". `guards` prints the guards each compile installed, not which one failed; `recompiles_verbose`
+    prints every failing guard check; `+dynamo` holds the answer too, buried in everything else.""",
+    accept=("TORCH_LOGS=recompiles", "+recompiles", "recompiles_verbose"),
+)
+
+
+concept(
+    "03.trace_record",
+    "In a `TORCH_TRACE` log, which record type appears exactly once per FX graph Dynamo produced?",
+    "dynamo_output_graph",
+    """Each graph Dynamo hands to the backend has one `dynamo_output_graph` record, tagged with its compile
+    id ("[frame/recompile]", e.g. [1/0], [1/1]). `dynamo_start` and `compilation_metrics` appear once per
+    frame Dynamo started on, including frames that produced no graph (a break before any tensor op), so
+    they can outnumber the graphs. `tlparse` turns the directory into an HTML report.""",
+    choices=("dynamo_output_graph", "dynamo_start", "compilation_metrics", "chromium_event"),
 )
 
 
@@ -891,9 +952,10 @@ concept(
     "04.slow_over_time",
     "A compiled model gets slower over time in production. What is the likely cause?",
     "recompiles: guards keep failing, then past recompile_limit new inputs run eagerly",
-    """New batch sizes, dtypes or Python values keep failing guards, each recompile costs as much as the
-    first compile, and once `recompile_limit` graphs exist every input no graph accepts runs eagerly
-    (the compiled graphs keep serving the inputs they accept). Read
+    """New batch sizes, dtypes or Python values keep failing guards, and each recompile compiles a new
+    graph: cheaper than the process's first compile, which also pays one-time work such as importing
+    Inductor, but worth many cache-hit calls. Once `recompile_limit` graphs exist every input no graph
+    accepts runs eagerly (the compiled graphs keep serving the inputs they accept). Read
     `TORCH_LOGS=recompiles`, make the varying dimension dynamic or bucket sizes, and pin it down with
     `set_stance("fail_on_recompile")`.""",
     choices=(
@@ -923,6 +985,76 @@ def _(ns):
 
     with torch._dynamo.config.patch(**ns["config"]):
         return str(_compiles(ns["double"], ns["calls"]))
+
+
+@predict(
+    "04.precision_recompile",
+    "The compiled `matmul` is called once at each precision level, in this order. How many graphs does the counting backend receive?",
+    ("1", "2", "3"),
+    """
+    def matmul(a, b):
+        return a @ b
+
+    a = torch.randn(4, 4)
+    levels = ("highest", "high", "medium")  # torch.set_float32_matmul_precision(level) before each call
+    """,
+    """Dynamo guards every graph on global state, and that includes `torch.backends.cuda.matmul.allow_tf32`.
+    Going from "highest" to "high" flips it (the recompile reason reads `GLOBAL_STATE changed:
+    allow_tf32`), so the second call compiles again; "high" to "medium" leaves it True (only oneDNN's CPU
+    setting moves to bf16), so the third call reuses the graph: two graphs. Set the level once, before
+    compiling.""",
+)
+def _(ns):
+    import torch
+
+    from . import probes
+
+    backend = probes.CountingBackend()
+    compiled = torch.compile(ns["matmul"], backend=backend)
+    try:
+        for level in ns["levels"]:
+            torch.set_float32_matmul_precision(level)
+            compiled(ns["a"], ns["a"])
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    return str(backend.compiles)
+
+
+concept(
+    "04.freezing_stale",
+    "A model with an `nn.Linear` is compiled with Inductor and `torch._inductor.config.freezing = True` under `torch.no_grad()`, on CPU. Then `model.fc.weight.mul_(2)` runs. What does the next call of the compiled model return?",
+    "the output of the old weight: freezing made it a constant of the compiled graph",
+    """Freezing turns parameters into constants of the graph for inference; on CPU Inductor hands the
+    Linear's weight to MKL/oneDNN as a packed copy made at compile time (`_frozen_param` in the output
+    code), so an in-place update never reaches it and the answer is silently stale. Without freezing the
+    parameters are graph inputs and the update shows at once. Lesson 04 section 9 measures both, and shows
+    a parameter used as it is (no repacking) still following: which ones go stale is Inductor's choice.
+    After changing weights, `torch._dynamo.reset()` and compile again.""",
+    choices=(
+        "the output of the old weight: freezing made it a constant of the compiled graph",
+        "the output of the new weight: compiled code always reads the live parameters",
+        "it recompiles, because a guard on the weight's values fails",
+        "an error: frozen parameters cannot be modified",
+    ),
+)
+
+
+concept(
+    "04.cpp_wrapper",
+    "What does `torch._inductor.config.cpp_wrapper = True` change?",
+    "the wrapper that allocates buffers and calls the kernels is generated in C++ instead of Python",
+    """Inductor's output is kernels plus a wrapper (the `call` function) that checks inputs, allocates
+    buffers and launches the kernels in order. `cpp_wrapper` generates that wrapper in C++ and builds it
+    with the kernels: every cold compile costs more, and the per-call saving, Python glue only, shows up
+    only when kernels are tiny, if at all (lesson 04 section 9 measures both). It is not AOTInductor:
+    the result still lives inside `torch.compile`, and on CPU the kernels were C++ all along.""",
+    choices=(
+        "the wrapper that allocates buffers and calls the kernels is generated in C++ instead of Python",
+        "the kernels are generated in C++ instead of Triton on every device",
+        "the model is compiled ahead of time into a shared library for deployment without Python",
+        "Dynamo's guards are evaluated in C++ instead of Python",
+    ),
+)
 
 
 # --- 05 torch.export --------------------------------------------------------------------------------
@@ -1070,7 +1202,8 @@ def _(ns):
     """0/1 specialisation: a size of 1 broadcasts, so the tracer treats it as the constant 1. `Dim.AUTO`
     lets export decide and quietly specialises to 1, so the program accepts only batch 1; a named
     `Dim("batch")` is a promise, and the same example makes export raise instead. Trace with an example
-    batch of 2 or more and use `min=1`.""",
+    batch of 2 or more: a named `Dim` already includes batch 1 (its range starts at 0), so no `min=1`
+    is needed.""",
 )
 def _(ns):
     import torch
@@ -1155,9 +1288,64 @@ concept(
     """A named `Dim` is a promise checked at export: if the traced program needs the size to be fixed or
     related to another size, export raises `Constraints violated` with suggested fixes. `Dim.AUTO`
     infers: dynamic where possible, static or narrowed otherwise, without an error. `Dim.DYNAMIC` insists
-    like a named Dim; `Dim.STATIC` fixes the size.""",
+    like a named Dim; `Dim.STATIC` fixes the size. The check covers sizes of 2 and more only: export
+    assumes a dynamic size is never 0 or 1, so a special case for size 1 is dropped without an error.""",
     choices=("Dim.AUTO", 'Dim("b")'),
 )
+
+@predict(
+    "06.min2_checked",
+    "Does `ep.module()` accept a batch of 1 (below `min=2`), or raise an error?",
+    ("works", "error"),
+    """
+    from torch.export import Dim
+
+    model = torch.nn.Linear(8, 2)
+    ep = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: Dim("batch", min=2)},))
+    one_row = torch.randn(1, 8)
+    """,
+    """It runs. `range_constraints` records `VR[2, int_oo]`, but `ep.module()` adds a run-time check for a
+    lower bound only when it is 3 or more (`if min_val > 2` in torch/export/_unlift.py): export assumes
+    every dynamic size is at least 2 anyway, so a minimum of 1 or 2 is not checked. With `min=3`, batch 1
+    and batch 2 are refused. The upper bound `max` is always checked.""",
+)
+def _(ns):
+    return _succeeds(lambda: ns["ep"].module()(ns["one_row"]))
+
+
+@predict(
+    "06.size1_branch",
+    "At batch 1, what does the exported program do?",
+    ("raises an error", "returns what eager returns", "returns something else, without an error"),
+    """
+    from torch.export import Dim
+
+    class Standardize(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] == 1:
+                return x
+            return (x - x.mean(0)) / x.std(0, correction=0)
+
+    ep = torch.export.export(Standardize(), (torch.randn(4, 3),), dynamic_shapes=({0: Dim("batch")},))
+    one_row = torch.randn(1, 3)
+    # ep.range_constraints reads {s77: VR[0, int_oo]}: batch 1 is inside the range
+    """,
+    """While tracing, export assumes each dynamic size is at least 2 and never checks 0 or 1, so it decided
+    `x.shape[0] == 1` as false for every size: the graph holds only the second branch, and at batch 1 it
+    divides 0 by 0 (NaN) where eager returns the row. No error at export, none at run time. Keep the case
+    with `torch.cond(x.shape[0] == 1, ...)` or `torch.where` on the size; `Dim("batch", min=2)` and
+    `torch._check(x.shape[0] != 1)` change nothing at run time.""",
+)
+def _(ns):
+    import torch
+
+    try:
+        got = ns["ep"].module()(ns["one_row"])
+    except Exception:
+        return "raises an error"
+    want = ns["Standardize"]()(ns["one_row"])
+    return "returns what eager returns" if torch.allclose(got, want) else "returns something else, without an error"
+
 
 # --- 07 ONNX ----------------------------------------------------------------------------------------
 
@@ -1267,6 +1455,95 @@ concept(
         "torch.testing.assert_close with tolerances, on several batch sizes",
         "exact equality with ==",
         "compare only the output shapes",
+    ),
+)
+
+
+@predict(
+    "07.onnx_suggested_fix",
+    "`torch.export.export` raises on this spec. What does `torch.onnx.export` with the same spec do?",
+    ("raises the same error", "writes a file with a symbolic batch", "writes a file with a fixed batch of 8, no error"),
+    """
+    from torch.export import Dim
+
+    class Baked(torch.nn.Module):
+        def forward(self, x):
+            return x.view(8, 3, 2).sum(-1)  # the batch size, written into the code
+
+    example = (torch.randn(8, 6),)
+    shapes = ({0: Dim("batch")},)
+    # torch.onnx.export(Baked().eval(), example, path, dynamo=True, dynamic_shapes=shapes)
+    """,
+    """The ONNX exporter catches `torch.export`'s constraint violation, applies the suggested fix
+    (`batch = 8`) and exports again, with no error and no warning: the file's input has `dim_value` 8.
+    Read the input dims back after every export, or run `torch.export.export` with the same spec first
+    (it raises) and pass the fixed `ExportedProgram` to `torch.onnx.export`.""",
+)
+def _(ns):
+    import torch
+
+    from .probes import silenced
+
+    with silenced():
+        try:
+            program = torch.onnx.export(ns["Baked"]().eval(), ns["example"], dynamo=True, dynamic_shapes=ns["shapes"])
+        except Exception:
+            return "raises the same error"
+    dim = program.model_proto.graph.input[0].type.tensor_type.shape.dim[0]
+    return "writes a file with a symbolic batch" if dim.dim_param else f"writes a file with a fixed batch of {dim.dim_value}, no error"
+
+
+concept(
+    "07.opset_choice",
+    "Which `opset_version` should you pass to `torch.onnx.export`?",
+    "none (the exporter's default), unless the target runtime needs another; then read it back and check",
+    """The docstring of `torch.onnx.export` says to leave it at the default, the recommended version, or to
+    set it according to what the runtime you deploy to supports. The newest opset is no goal in itself:
+    on torch 2.13 with onnxscript 0.7, asking for 26 (which onnxruntime 1.31 loads) gave a file labelled
+    opset 18 holding an opset-20 `Gelu`, rejected by `onnx.checker` and onnxruntime, with no error at
+    export. Whatever you ask for, read `opset_import` back, run the checker and test in the runtime.""",
+    choices=(
+        "none (the exporter's default), unless the target runtime needs another; then read it back and check",
+        "the newest opset onnx defines",
+        "the newest opset the runtime supports",
+        "always 11, the most portable",
+    ),
+)
+
+
+# --- 08 choosing a path ------------------------------------------------------------------------------
+
+concept(
+    "08.on_device",
+    "A model must run on a phone, without Python and without libtorch. Which path fits?",
+    "torch.export, then ExecuTorch (a .pte run by its small C++ runtime)",
+    """ExecuTorch starts from the same `torch.export` program, lowers it to its edge dialect, delegates
+    what a backend supports (XNNPACK on mobile CPUs, Core ML, Vulkan, Qualcomm, ...) and writes a `.pte`
+    that a small C++ runtime executes. AOTInductor's `.pt2` needs libtorch, `torch.compile` needs Python,
+    and ONNX needs an ONNX runtime on the device (possible, but not PyTorch's own on-device path).
+    Whatever the target, the model must first be one clean graph with honest dynamic dims.""",
+    choices=(
+        "torch.export, then ExecuTorch (a .pte run by its small C++ runtime)",
+        "torch.compile with mode=\"max-autotune\"",
+        "torch.export + AOTInductor (.pt2)",
+        "torch.jit.trace",
+    ),
+)
+
+
+concept(
+    "08.fastest_path",
+    "Which path has the fastest steady state for a small model on a CPU?",
+    "it depends on the model and machine: measure first call and steady state on yours",
+    """Lesson 08's race ranks the paths on one Transformer block, and the ranking moves between runs and
+    machines: eager pays per-op overhead, torch.compile adds Dynamo's cache lookup and Python wrappers
+    around fused kernels, AOTInductor and onnxruntime run without Python between kernels, ep.module() runs
+    eager's ops plus input checks. None wins by rule; interleave the candidates and keep the best rounds.""",
+    choices=(
+        "it depends on the model and machine: measure first call and steady state on yours",
+        "eager, always: compiling only helps large models",
+        "torch.compile, always: it fuses kernels",
+        "ep.module(): exported programs are optimised",
     ),
 )
 
