@@ -1,6 +1,6 @@
 """The claim inventory: what the lessons say about torch's behaviour, each claim anchored in its cell.
 
-``claims.toml`` lists every claim once: its id ``NN.slug``, the sentence, and its kind:
+``inventory/NN.toml`` (one file per lesson, ``README.toml`` for the README) lists every claim once: its id ``NN.slug``, the sentence, and its kind:
 
 - ``asserted``: a fact about torch or the machine. Its code cell calls ``grader.claim(id, holds, shown)``,
   which raises when ``holds`` is false (so the notebook, and nbval, fail the day torch changes it) and
@@ -13,6 +13,15 @@
 ``checked_on`` lists the torch versions whose executed notebooks printed the claim's verdict.
 ``tests/test_claims.py`` proves every entry is anchored in exactly one cell, every anchor is listed, and
 every asserted claim's verdict is in its cell's saved output.
+
+The format of an entry::
+
+    [[claim]]
+    id = "01.clone_faults"
+    kind = "asserted"            # asserted | measured | prose
+    text = "the claim, once"
+    shown_by = "01.some_id"       # prose only: the asserted or measured claim that shows it
+    checked_on = ["2.13.0"]      # torch versions whose runs showed it
 """
 from __future__ import annotations
 
@@ -22,7 +31,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-DATA = Path(__file__).with_name("claims.toml")
+DATA = Path(__file__).with_name("inventory")
 KINDS = ("asserted", "measured", "prose")
 ID = re.compile(r"^\d\d\.[a-z][a-z0-9_]*$")
 ANCHOR = re.compile(r"""grader\.claim\(\s*["'](?P<call>[^"']+)["']|#\s*claim:\s*(?P<code>\S+)|<!--\s*claims?:\s*(?P<md>[^>]*?)\s*-->""")
@@ -47,13 +56,14 @@ class Claim:
 
 @cache
 def inventory() -> dict[str, Claim]:
-    entries = tomllib.loads(DATA.read_text(encoding="utf-8")).get("claim", [])
+    entries = [(path.name, raw) for path in sorted(DATA.glob("*.toml"))
+               for raw in tomllib.loads(path.read_text(encoding="utf-8")).get("claim", [])]
     claims: dict[str, Claim] = {}
-    for raw in entries:
+    for source, raw in entries:
         c = Claim(raw["id"], raw["kind"], " ".join(raw["text"].split()), raw.get("shown_by", ""),
                   tuple(raw.get("checked_on", ())))
         if not ID.match(c.id) or c.kind not in KINDS or c.id in claims:
-            raise ValueError(f"claims.toml: bad or repeated entry {c.id!r} (kind {c.kind!r})")
+            raise ValueError(f"grader/inventory/{source}: bad or repeated entry {c.id!r} (kind {c.kind!r})")
         claims[c.id] = c
     return claims
 
@@ -70,7 +80,7 @@ def claim(claim_id: str, holds: bool, shown: str = "") -> None:
     try:
         entry = inventory()[claim_id]
     except KeyError:
-        raise KeyError(f"{claim_id!r} is not in grader/claims.toml: list the claim there first") from None
+        raise KeyError(f"{claim_id!r} is not in grader/inventory/: list the claim there first") from None
     if type(holds) is not bool:
         holds = bool(holds)
     if not holds:

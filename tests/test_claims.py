@@ -1,4 +1,4 @@
-"""The claim inventory (grader/claims.toml) against the solution notebooks.
+"""The claim inventory (grader/inventory/) against the solution notebooks.
 
 Every listed claim is anchored in the lessons (asserted and measured claims in exactly one code cell,
 prose claims in markdown), every anchor is listed, prose points at a claim that shows it, and every
@@ -37,7 +37,7 @@ ANCHORED = _anchored()
 
 def test_every_anchor_is_in_the_inventory():
     unknown = sorted(set(ANCHORED) - set(INVENTORY))
-    assert not unknown, f"anchored in a lesson but not listed in grader/claims.toml: {unknown}"
+    assert not unknown, f"anchored in a lesson but not listed in grader/inventory/: {unknown}"
 
 
 @pytest.mark.parametrize("claim_id", sorted(INVENTORY))
@@ -71,5 +71,5 @@ def test_a_claim_that_stops_holding_stops_the_notebook(capsys):
         claims.claim("01.guards_in_cpp", False, "a Python guard")
     claims.claim("01.guards_in_cpp", True)
     assert "✓ 01.guards_in_cpp holds on torch" in capsys.readouterr().out
-    with pytest.raises(KeyError, match="claims.toml"):
+    with pytest.raises(KeyError, match="inventory"):
         claims.claim("01.not_listed", True)
