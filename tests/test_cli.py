@@ -46,3 +46,13 @@ def test_run_refuses_a_notebook_that_is_not_in_the_course(tmp_path, capsys):
 def test_module_entry_point():
     out = subprocess.run([sys.executable, "-m", "grader", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "build" in out.stdout
+
+
+def test_a_closed_pipe_stops_the_listing_quietly():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(f"{sys.executable} -m grader drill --list | head -1", shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.count("\n") == 1
+    assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
