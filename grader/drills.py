@@ -524,8 +524,9 @@ concept(
         print("shape:", tuple(x.shape))
         return x.sin() * 2
     """,
-    """`print` is a graph break (gb0059), but here it comes before any tensor work: the break ends no graph,
-    so `explain` counts one graph and, since `graph_break_count` is `graph_count - 1`, zero breaks.
+    """`print` is a graph break (gb0059, the generic "Failed to trace builtin operator" id; the log's
+    explanation names `print`), but here it comes before any tensor work: the break ends no graph, so
+    `explain` counts one graph and, since `graph_break_count` is `graph_count - 1`, zero breaks.
     `fullgraph=True` still refuses the function. Put the print between two tensor ops and it costs a
     second graph.""",
 )
@@ -568,7 +569,8 @@ def _(ns):
     """,
     """Dynamo traces NumPy calls on tensors through `torch._numpy`, so `.numpy()`, `np.tanh` and
     `torch.from_numpy` become ordinary graph ops: one graph, no break, and `fullgraph=True` succeeds.
-    What does break is leaving the tensor world, such as `.tolist()` on a float tensor (gb0109).""",
+    What breaks is a NumPy routine outside `torch._numpy` ("attempted to trace numpy function unsupported
+    by PyTorch") or a call Dynamo does not trace, such as `.tolist()` on a float tensor (gb0109).""",
 )
 def _(ns):
     import torch
@@ -585,9 +587,11 @@ def _(ns):
         values = x.tolist()
         return torch.tensor(values) * 2
     """,
-    """`.tolist()` on a float tensor produces Python floats whose values depend on the data; Dynamo cannot
-    keep them symbolic, so it graph-breaks (gb0109) and `fullgraph=True` turns that break into an error.
-    Keep values as tensors instead of converting them to Python.""",
+    """No. Dynamo does not support tracing `tolist()` on a non-integer tensor: that is the graph break's own
+    reason (gb0109, "Tensor.tolist() with non-integer tensor"), and `fullgraph=True` turns it into an error.
+    It is not that data-dependent Python numbers can never stay symbolic: `.item()` on a float is captured
+    with scalar capture, and `.tolist()` on an integer tensor compiles with `fullgraph=True` (which switches
+    scalar capture on; a plain compile breaks there, gb0033). Keep values as tensors instead.""",
 )
 def _(ns):
     import torch
@@ -666,7 +670,9 @@ concept(
     "Which `TORCH_LOGS` setting prints each graph break with its reason and GB id?",
     "graph_breaks",
     """`TORCH_LOGS="graph_breaks"` (or `torch._logging.set_logs(graph_breaks=True)`) logs every break with
-    the user code line, the reason, hints and a stable GB id such as gb0059 for `print`. Pair it with
+    the user code line, the reason, hints and a stable GB id naming the kind of break in PyTorch's
+    catalogue: gb0170 for a data-dependent branch, gb0059 for "Failed to trace builtin operator" (a
+    `print`, or any other builtin Dynamo cannot trace: the explanation names which). Pair it with
     `explain` for counts and `fullgraph=True` for a verdict.""",
     accept=("TORCH_LOGS=graph_breaks", "TORCH_LOGS=\"graph_breaks\"", "+graph_breaks"),
 )
@@ -732,9 +738,11 @@ concept(
     "wrap it as torch.library.custom_op with a register_fake",
     """A custom op with a fake (meta) function is one opaque node: Dynamo and `torch.export` need only the
     fake to know the output's shape and dtype, never the NumPy code. `torch.compiler.disable` compiles
-    around the routine but leaves a graph break, and export still refuses it; `capture_scalar_outputs`
-    is about `.item()`; TorchScript is deprecated and not what torch.export consumes.
-    `torch.library.opcheck` tests the registration.""",
+    around the routine but leaves a graph break, so `fullgraph=True` fails; and it does not help export:
+    default (non-strict) `torch.export` ignores it and runs the routine on fake tensors, where `.numpy()`
+    fails, while `strict=True` refuses any disabled function. `capture_scalar_outputs` is about `.item()`;
+    TorchScript is deprecated and not what torch.export consumes. `torch.library.opcheck` tests the
+    registration.""",
     choices=(
         "wrap it as torch.library.custom_op with a register_fake",
         "decorate it with torch.compiler.disable",
@@ -796,8 +804,10 @@ concept(
     "dynamo_output_graph",
     """Each graph Dynamo hands to the backend has one `dynamo_output_graph` record, tagged with its compile
     id ("[frame/recompile]", e.g. [1/0], [1/1]). `dynamo_start` and `compilation_metrics` appear once per
-    frame Dynamo started on, including frames that produced no graph (a break before any tensor op), so
-    they can outnumber the graphs. `tlparse` turns the directory into an HTML report.""",
+    compile (per compile id: a frame id and its recompile number), including compiles that produced no
+    graph (a break before any tensor op), so they can outnumber the graphs; a frame compiled twice has two
+    of each. `chromium_event` records are timing events, many per compile. `tlparse` turns the log into an
+    HTML report.""",
     choices=("dynamo_output_graph", "dynamo_start", "compilation_metrics", "chromium_event"),
 )
 

@@ -171,7 +171,7 @@ class _CallsOp(torch.nn.Module):
 
 def custom_op(register):
     expect_callable("register", register)
-    namespace = "course_check_" + os.urandom(4).hex()  # fresh: registering one name twice is an error
+    namespace = "course_check_" + os.urandom(4).hex()  # fresh: a second registration of a name silently replaces the first, so only the learner's op can answer here
     op = call(register, namespace, name=f"register({namespace!r})")
     expect_callable(f"register({namespace!r})'s return value", op)
     gen = probes.fresh_generator()
