@@ -513,6 +513,47 @@ concept(
     ),
 )
 
+concept(
+    "02.mega_cache_what",
+    "A CPU container starts with an empty TORCHINDUCTOR_CACHE_DIR and calls "
+    "`torch.compiler.load_cache_artifacts(data)` with artifacts a build job saved for the same model, torch, "
+    "settings and thread count. What does the first call of `torch.compile(model)` still do?",
+    "Dynamo traces the model and the C++ compiler builds its kernels; Inductor's code generation is skipped",
+    """The artifacts are cache entries (AOTAutograd and Inductor's FX graph cache), so the first call hits
+    both caches and Inductor generates no code. They hold nothing from before capture, so Dynamo still
+    traces; and on a CPU an FX graph entry holds the kernels' C++ source, not the shared libraries, so a new
+    cache folder builds them again (and probes the CPU's vector instructions once). Lesson 02 section 12
+    measures each part in fresh processes. On a GPU the compiled Triton kernels are bundled into the entries.""",
+    choices=(
+        "Dynamo traces the model and the C++ compiler builds its kernels; Inductor's code generation is skipped",
+        "nothing: the first call runs precompiled code at once",
+        "everything: loaded artifacts only help the process that saved them",
+        "Inductor generates the code again, but Dynamo's tracing is skipped",
+    ),
+)
+
+
+concept(
+    "02.cache_key",
+    "Mega-cache artifacts were saved after compiling a model on a CPU. A fresh process with an empty cache "
+    "folder loads them and compiles the same model class on the same input shape. Which difference still "
+    "gives an FX graph cache hit?",
+    "other values in the model's weights (same shapes and dtypes)",
+    """Parameters are inputs of the captured graph, so their values are not part of any cache key: new
+    weights reuse the same compiled code. The key hashes the graph and its inputs' metadata with what
+    shapes the generated code: Inductor's configuration (even an option the model never uses),
+    `torch_key()` (a fingerprint of the installed torch's version and source), and on a CPU the thread
+    count. Artifacts made under other conditions load without error and then miss. Lesson 02 section 12
+    shows the hit and each miss.""",
+    choices=(
+        "other values in the model's weights (same shapes and dtypes)",
+        "torch.set_num_threads() set to another count",
+        "another torch version",
+        "one Inductor option changed, e.g. fallback_random=True",
+    ),
+)
+
+
 # --- 03 graph breaks --------------------------------------------------------------------------------
 
 @predict(

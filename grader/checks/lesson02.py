@@ -219,3 +219,147 @@ def regional_compile(compile_regionally):
         torch._dynamo.reset()
     # The same words every time (the block count is drawn): a solution's check output is compared by nbval.
     return "each compiled graph holds one block and runs once per block; outputs match eager at every batch size"
+
+
+# --- 02.mega_cache -----------------------------------------------------------------------------------
+
+# Runs in a fresh interpreter whose TORCHINDUCTOR_CACHE_DIR is a new, empty folder: it loads the learner's
+# artifacts, compiles the grader's Block the way the exercise asks (default torch.compile, no_grad) and
+# reports Inductor's cache counters. Its output tensor is saved for the parent to compare with eager.
+_WARM_START_PROGRAM = r'''
+import json, sys
+from pathlib import Path
+
+import torch
+from torch._dynamo.utils import counters
+from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+from grader.checks.lesson02 import Block
+
+folder = Path(sys.argv[1])
+setup = json.loads((folder / "setup.json").read_text())
+torch.set_num_threads(setup["threads"])  # on CPU the thread count is part of Inductor's cache key
+cache = Path(cache_dir())
+report = {"empty": not cache.exists() or not any(cache.iterdir())}
+print(json.dumps(report), flush=True)  # imports done: a failure from here on is about the artifacts
+info = torch.compiler.load_cache_artifacts((folder / "artifacts.bin").read_bytes())
+report["loaded"] = None if info is None else {kind: len(keys) for kind, keys in info.artifacts.items()}
+if info is not None:
+    model = Block(setup["width"]).eval()
+    model.load_state_dict(torch.load(folder / "weights.pt", weights_only=True))
+    example = torch.load(folder / "example.pt", weights_only=True)
+    with torch.no_grad():
+        out = torch.compile(model)(example)
+    torch.save(out, folder / "out.pt")
+    report["inductor"] = dict(counters["inductor"])
+print(json.dumps(report), flush=True)
+'''
+
+
+def _load_in_fresh_process(data: bytes, model: Block, example: torch.Tensor, timeout: float = 150) -> tuple[dict, torch.Tensor | None]:
+    """Load ``data`` in a new interpreter with an empty Inductor cache folder, compile ``model`` there and
+    run it on ``example``: its report (cache counters) and output."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="mega-cache-check-") as tmp:
+        folder, empty = Path(tmp) / "io", Path(tmp) / "inductor-cache"
+        folder.mkdir()
+        empty.mkdir()
+        (folder / "artifacts.bin").write_bytes(data)
+        torch.save(model.state_dict(), folder / "weights.pt")
+        torch.save(example, folder / "example.pt")
+        width = model.norm.normalized_shape[0]
+        (folder / "setup.json").write_text(json.dumps({"width": width, "threads": torch.get_num_threads()}))
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(empty)}
+        env.pop("TRITON_CACHE_DIR", None)
+        done = subprocess.run([sys.executable, "-c", _WARM_START_PROGRAM, str(folder)], env=env, cwd=tmp,
+                              capture_output=True, text=True, timeout=timeout)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        last_error = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:200]
+        if not lines:  # it died before loading anything: not the learner's doing
+            raise RuntimeError(f"the check's fresh process did not start: {last_error}")
+        if done.returncode != 0:
+            raise CheckFailed(f"a fresh process that loaded your artifacts crashed: {last_error}")
+        report = json.loads(lines[-1])
+        out = torch.load(folder / "out.pt", weights_only=True) if (folder / "out.pt").exists() else None
+    if not report.get("empty"):
+        raise RuntimeError("the check's fresh process did not start with an empty cache folder")
+    return report, out
+
+
+def mega_cache(save_warm_start):
+    expect_callable("save_warm_start", save_warm_start)
+    import contextlib
+    import copy
+
+    from torch.compiler._cache import CacheArtifactManager
+
+    gen = probes.fresh_generator()
+    width = int(torch.randint(6, 40, (1,), generator=gen))  # drawn: no artifacts saved beforehand can match
+    model = Block(width).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    example = torch.randn(int(torch.randint(2, 9, (1,), generator=gen)), width, generator=gen)
+    with torch.no_grad():
+        want = model(example)
+
+    # A clean start: Dynamo forgets compiled code (so the learner's torch.compile really compiles) and the
+    # mega-cache recorder starts empty (so only what this call compiles, or reads from the disk cache, is
+    # saved), then both are restored as they were.
+    fresh_recorder = getattr(CacheArtifactManager, "with_fresh_cache", contextlib.nullcontext)
+    torch._dynamo.reset()
+    try:
+        with fresh_recorder():
+            data = call(save_warm_start, copy.deepcopy(model), example.clone(), name="save_warm_start")
+    finally:
+        torch._dynamo.reset()
+
+    if type(data) is tuple and len(data) == 2 and type(data[0]) is bytes:
+        raise CheckFailed(
+            "`save_warm_start` returned a tuple: `torch.compiler.save_cache_artifacts()` gives (bytes, CacheInfo); "
+            "return its first item, the bytes",
+            measured="tuple",
+            expected="bytes",
+        )
+    expect(
+        type(data) is bytes,
+        f"`save_warm_start` should return the artifacts as plain bytes, not {type(data).__name__}",
+        measured=type(data).__name__,
+        expected="bytes",
+    )
+    expect(len(data) > 0, "`save_warm_start` returned empty bytes: no artifacts to load", measured="0 bytes")
+
+    report, out = _load_in_fresh_process(data, model, example)
+    loaded = report.get("loaded")
+    expect(
+        loaded is not None,
+        f"a fresh process could not read your {len(data):,} bytes as compile-cache artifacts "
+        "(torch.compiler.load_cache_artifacts returned None)",
+    )
+    expect(
+        loaded.get("inductor", 0) > 0,
+        f"your artifacts hold no Inductor (FX graph) entries, only {dict(loaded)}: compile the model with the "
+        "default backend (Inductor) and run it before saving",
+        measured=dict(loaded),
+    )
+    counts = report.get("inductor", {})
+    hits, misses = counts.get("fxgraph_cache_hit", 0), counts.get("fxgraph_cache_miss", 0)
+    expect(
+        hits > 0 and misses == 0,
+        f"a fresh process with an empty cache loaded your artifacts ({loaded['inductor']} FX graph entries), "
+        f"compiled the model you were given and ran it under torch.no_grad(): FX graph cache {hits} hits, {misses} "
+        "misses. Your artifacts are for another graph: compile the `model` and `example` you are given, with "
+        "default settings, under torch.no_grad()",
+        measured=f"{hits} hits, {misses} misses",
+        expected="hits > 0, 0 misses",
+    )
+    expect(out is not None, "the fresh process produced no output")
+    expect_close("outputs of the model compiled from your artifacts", out, want)
+    return ("a fresh process with an empty cache loaded your artifacts and compiled the model from them: "
+            "FX graph cache hits, no misses, outputs match eager")
