@@ -191,3 +191,12 @@ def test_widget_quiz_checks_scores_and_moves_on():
     check.click()
     check.click()  # a second check of the same drill does not count twice
     assert score.value == "score: 2/2"
+
+
+def test_the_readme_states_the_drill_count():
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    stated = [int(n) for n in re.findall(r"(\d+) drills \(predict-then-verify", readme)]
+    assert stated == [len(drills.DRILLS)], f"README says {stated}, the bank holds {len(drills.DRILLS)}"
