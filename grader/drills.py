@@ -1060,14 +1060,18 @@ def _(ns):
 
     from . import probes
 
+    from .checks.lesson02 import _fp32_precision_state
+
     backend = probes.CountingBackend()
     compiled = torch.compile(ns["matmul"], backend=backend)
+    before = _fp32_precision_state()  # restored exactly: set_float32_matmul_precision cannot go back to unset
     try:
         for level in ns["levels"]:
             torch.set_float32_matmul_precision(level)
             compiled(ns["a"], ns["a"])
     finally:
-        torch.set_float32_matmul_precision("highest")
+        for path, value in before.items():
+            getattr(getattr(torch.backends, path.split(".")[0]), path.split(".")[1]).fp32_precision = value
     return str(backend.compiles)
 
 
