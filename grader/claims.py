@@ -1,6 +1,7 @@
 """The claim inventory: what the lessons say about torch's behaviour, each claim anchored in its cell.
 
-``inventory/NN.toml`` (one file per lesson, ``README.toml`` for the README) lists every claim once: its id ``NN.slug``, the sentence, and its kind:
+``inventory/NN.toml`` (one file per lesson) lists every claim once: its id ``NN.slug``, the sentence, and
+its kind:
 
 - ``asserted``: a fact about torch or the machine. Its code cell calls ``grader.claim(id, holds, shown)``,
   which raises when ``holds`` is false (so the notebook, and nbval, fail the day torch changes it) and
@@ -9,6 +10,11 @@
   the cell carries ``# claim: <id>`` in its source.
 - ``prose``: a sentence in a markdown cell, anchored by ``<!-- claim: <id> -->`` there (invisible when
   rendered; a summary restating several writes ``<!-- claims: <id> <id> ... -->``); ``shown_by`` names the asserted or measured claim whose cell shows it.
+
+The README's claims are in ``inventory/README.toml``, ids ``readme.slug``, anchored in ``README.md`` by
+``<!-- claim: readme.slug -->``. Their kinds: ``tested`` (``shown_by`` names the test that keeps the
+sentence true, ``tests/test_file.py::test_name``), ``measured`` (a time or size measured by hand on a
+clean clone, the closing notes say when) and ``prose`` (``shown_by`` a lesson claim).
 
 ``checked_on`` lists the torch versions whose executed notebooks printed the claim's verdict.
 ``tests/test_claims.py`` proves every entry is anchored in exactly one cell, every anchor is listed, and
@@ -32,8 +38,8 @@ from functools import cache
 from pathlib import Path
 
 DATA = Path(__file__).with_name("inventory")
-KINDS = ("asserted", "measured", "prose")
-ID = re.compile(r"^\d\d\.[a-z][a-z0-9_]*$")
+KINDS = ("asserted", "measured", "prose", "tested")
+ID = re.compile(r"^(\d\d|readme)\.[a-z][a-z0-9_]*$")
 ANCHOR = re.compile(r"""grader\.claim\(\s*["'](?P<call>[^"']+)["']|#\s*claim:\s*(?P<code>\S+)|<!--\s*claims?:\s*(?P<md>[^>]*?)\s*-->""")
 
 
@@ -51,7 +57,8 @@ class Claim:
 
     @property
     def lesson(self) -> str:
-        return self.id[:2]
+        """``NN`` for a lesson's claim, ``readme`` for the README's."""
+        return self.id.split(".")[0]
 
 
 @cache
@@ -62,7 +69,8 @@ def inventory() -> dict[str, Claim]:
     for source, raw in entries:
         c = Claim(raw["id"], raw["kind"], " ".join(raw["text"].split()), raw.get("shown_by", ""),
                   tuple(raw.get("checked_on", ())))
-        if not ID.match(c.id) or c.kind not in KINDS or c.id in claims:
+        readme = c.id.startswith("readme.")
+        if not ID.match(c.id) or c.kind not in KINDS or c.id in claims or (c.kind == "tested") != (readme and c.shown_by.startswith("tests/")):
             raise ValueError(f"grader/inventory/{source}: bad or repeated entry {c.id!r} (kind {c.kind!r})")
         claims[c.id] = c
     return claims

@@ -1,8 +1,9 @@
-"""The claim inventory (grader/inventory/) against the solution notebooks.
+"""The claim inventory (grader/inventory/) against the solution notebooks and the README.
 
 Every listed claim is anchored in the lessons (asserted and measured claims in exactly one code cell,
 prose claims in markdown), every anchor is listed, prose points at a claim that shows it, and every
 asserted claim's verdict line is in its cell's saved output (it ran and held when the notebook was run).
+The README's claims are anchored in README.md, and each tested one names a test that exists.
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def _anchored():
     for lesson, index, cell in _cells():
         for claim_id in claims.anchors(cell.source):
             found.setdefault(claim_id, []).append((lesson, index, cell))
+    readme = nbformat.v4.new_markdown_cell((ROOT / "README.md").read_text(encoding="utf-8"))
+    for claim_id in claims.anchors(readme.source):
+        found.setdefault(claim_id, []).append(("readme", 0, readme))
     return found
 
 
@@ -47,7 +51,15 @@ def test_every_claim_is_anchored_where_its_kind_says(claim_id):
     assert places, f"{claim_id} is listed but no cell anchors it"
     assert all(lesson == entry.lesson for lesson, _, _ in places), f"{claim_id} is anchored outside lesson {entry.lesson}"
     types = {cell.cell_type for _, _, cell in places}
-    if entry.kind == "prose":
+    if entry.lesson == "readme":
+        assert len(places) == 1, f"{claim_id} is anchored {len(places)} times in README.md"
+        if entry.kind == "tested":
+            path, _, name = entry.shown_by.partition("::")
+            assert (ROOT / path).is_file() and f"def {name}(" in (ROOT / path).read_text(encoding="utf-8"), \
+                f"{claim_id}: its test {entry.shown_by} does not exist"
+        elif entry.kind == "prose":
+            assert INVENTORY.get(entry.shown_by, entry).kind in ("asserted", "measured"), f"{claim_id}: bad shown_by"
+    elif entry.kind == "prose":
         assert types == {"markdown"}, f"prose claim {claim_id} must be anchored in markdown, found {types}"
         assert entry.shown_by in INVENTORY and INVENTORY[entry.shown_by].kind != "prose", \
             f"prose claim {claim_id}: shown_by {entry.shown_by!r} must name an asserted or measured claim"
