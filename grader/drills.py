@@ -483,6 +483,43 @@ concept(
     choices=("CUDA graphs", "autotuning of matmul kernels", "fullgraph=True", "dynamic shapes"),
 )
 
+@predict(
+    "02.cudagraph_skip",
+    "The tensors are on the CPU. What happens over these three calls, and what does "
+    "`counters[\"inductor\"][\"cudagraph_skips\"]` read at the end?",
+    ("a RuntimeError: CUDA graphs need a CUDA device", "0: it ran with CUDA graphs anyway",
+     "1: it ran compiled without CUDA graphs, with no message", "3: one skip per call, each with a warning"),
+    """
+    from torch._dynamo.utils import counters
+
+    def step(x, w):
+        return torch.nn.functional.gelu(x @ w)
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(step, mode="reduce-overhead")
+    x, w = torch.randn(8, 64), torch.randn(64, 64)
+    try:
+        for _ in range(3):
+            compiled(x, w)
+        outcome = counters["inductor"]["cudagraph_skips"]
+    except RuntimeError:
+        outcome = "RuntimeError"
+    """,
+    """`reduce-overhead` asks for CUDA graphs, and a graph that cannot be recorded (CPU inputs here; dynamic
+    shapes or mutated inputs on a GPU) runs compiled without them: no error and no warning. Inductor
+    decides once, when it compiles the graph, so the counter reads 1 however often it is called; the reason
+    goes to the `cudagraphs` log (`TORCH_LOGS="cudagraphs"`). Check that counter when you rely on CUDA
+    graphs: lesson 02 section 4.""",
+)
+def _(ns):
+    outcome = ns["outcome"]
+    if outcome == "RuntimeError":
+        return "a RuntimeError: CUDA graphs need a CUDA device"
+    return {0: "0: it ran with CUDA graphs anyway", 1: "1: it ran compiled without CUDA graphs, with no message",
+            3: "3: one skip per call, each with a warning"}.get(outcome, f"{outcome}")
+
+
 concept(
     "02.first_call",
     "Your compiled model looks slower than eager in a benchmark that times one call with `time.perf_counter()`. What went wrong first?",
@@ -1060,18 +1097,15 @@ def _(ns):
 
     from . import probes
 
-    from .checks.lesson02 import _fp32_precision_state
-
     backend = probes.CountingBackend()
     compiled = torch.compile(ns["matmul"], backend=backend)
-    before = _fp32_precision_state()  # restored exactly: set_float32_matmul_precision cannot go back to unset
+    before = probes.fp32_precision_state()  # restored exactly: set_float32_matmul_precision cannot go back to unset
     try:
         for level in ns["levels"]:
             torch.set_float32_matmul_precision(level)
             compiled(ns["a"], ns["a"])
     finally:
-        for path, value in before.items():
-            getattr(getattr(torch.backends, path.split(".")[0]), path.split(".")[1]).fp32_precision = value
+        probes.set_fp32_precision_state(before)
     return str(backend.compiles)
 
 

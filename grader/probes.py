@@ -351,3 +351,47 @@ def torch_logs(**artifacts: bool):
             quiet()  # set_logs replaced every level: go back to the course's quiet settings
 
     return capture()
+
+
+# --- process state: page faults and matmul precision -------------------------------------------------
+
+def page_faults(fn: Callable, *args: Any, calls: int = 5) -> float | None:
+    """Minor page faults per call of ``fn(*args)`` after one warm-up call, from the OS's own counter
+    (fresh memory touched for the first time costs one per 4 KiB page); None where there is no counter."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    fn(*args)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn(*args)
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
+
+
+_PRECISION_BACKENDS = ("cuda.matmul", "mkldnn.matmul")
+
+
+def fp32_precision_state() -> dict[str, str]:
+    """The matmul precision flags that enter Inductor's cache key (``set_float32_matmul_precision`` turns
+    them from 'none' to a value, so a process that ever called it differs from a fresh one)."""
+    state = {}
+    for path in _PRECISION_BACKENDS:
+        backend = torch.backends
+        try:
+            for part in path.split("."):
+                backend = getattr(backend, part)
+            state[path] = backend.fp32_precision
+        except (AttributeError, RuntimeError):  # a torch without the new precision API
+            continue
+    return state
+
+
+def set_fp32_precision_state(state: dict[str, str]) -> None:
+    """Put back flags read by ``fp32_precision_state`` exactly (``set_float32_matmul_precision`` cannot
+    go back to 'none')."""
+    for path, value in state.items():
+        backend = torch.backends
+        for part in path.split("."):
+            backend = getattr(backend, part)
+        backend.fp32_precision = value

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from grader import registry
-from grader.checking import run_check
 from grader.checks.lesson02 import Block
-from grader.result import Status
+from verdicts import fails, not_attempted, passes
 
-
-def _exercise():
-    return registry.get("02.mega_cache")
+ID = "02.mega_cache"
 
 
 def _solution(model, example):
@@ -32,39 +28,44 @@ def _other_model(model, example):
 
 
 def test_solution_passes():
-    result = run_check(_exercise(), [_solution])
-    assert result.status is Status.PASSED, result.message
-    assert result.points == result.max_points
+    passes(ID, _solution)
 
 
 def test_artifacts_of_another_model_fail():
-    result = run_check(_exercise(), [_other_model])
-    assert result.status is Status.FAILED, result.message
-    assert "another graph" in result.message and "0 hits" in result.message
+    fails(ID, _other_model, says=("another graph", "0 hits"))
 
 
 def test_starter_not_attempted():
     def starter(model, example):
         raise NotImplementedError("your code here")
 
-    assert run_check(_exercise(), [starter]).status is Status.NOT_ATTEMPTED
+    not_attempted(ID, starter)
 
 
 def test_empty_bytes_fail():
-    result = run_check(_exercise(), [lambda model, example: b""])
-    assert result.status is Status.FAILED, result.message
-    assert "empty bytes" in result.message
+    fails(ID, lambda model, example: b"", says=("empty bytes",))
 
 
 def test_tuple_and_non_bytes_fail():
-    result = run_check(_exercise(), [lambda model, example: (b"\x00" * 8, object())])
-    assert result.status is Status.FAILED and "first item" in result.message, result.message
+    fails(ID, lambda model, example: (b"\x00" * 8, object()), says=("first item",))
     for wrong in (bytearray(b"\x00" * 8), "artifacts", None):
-        result = run_check(_exercise(), [lambda model, example, wrong=wrong: wrong])
-        assert result.status is Status.FAILED and "plain bytes" in result.message, result.message
+        fails(ID, lambda model, example, wrong=wrong: wrong, says=("plain bytes",))
 
 
 def test_bytes_that_are_not_artifacts_fail():
-    result = run_check(_exercise(), [lambda model, example: b"not a mega-cache"])
-    assert result.status is Status.FAILED, result.message
-    assert "could not read" in result.message
+    fails(ID, lambda model, example: b"not a mega-cache", says=("could not read",))
+
+
+def test_a_bytes_subclass_is_refused_even_with_real_artifacts_inside():
+    """A `bytes` subclass that claims to be anything (len, ==, decoding) is not plain bytes."""
+
+    class LyingBytes(bytes):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = bytes.__hash__
+
+        def __len__(self):
+            return 10**6
+
+    fails(ID, lambda model, example: LyingBytes(_solution(model, example)), says=("plain bytes", "LyingBytes"))

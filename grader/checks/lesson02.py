@@ -235,15 +235,12 @@ from torch._dynamo.utils import counters
 from torch._inductor.runtime.cache_dir_utils import cache_dir
 
 from grader.checks.lesson02 import Block
+from grader.probes import set_fp32_precision_state
 
 folder = Path(sys.argv[1])
 setup = json.loads((folder / "setup.json").read_text())
 torch.set_num_threads(setup["threads"])  # on CPU the thread count is part of Inductor's cache key
-for path, value in setup["fp32_precision"].items():  # so is the matmul precision state, set or not
-    backend = torch.backends
-    for part in path.split("."):
-        backend = getattr(backend, part)
-    backend.fp32_precision = value
+set_fp32_precision_state(setup["fp32_precision"])  # so is the matmul precision state, set or not
 cache = Path(cache_dir())
 report = {"empty": not cache.exists() or not any(cache.iterdir())}
 print(json.dumps(report), flush=True)  # imports done: a failure from here on is about the artifacts
@@ -259,21 +256,6 @@ if info is not None:
     report["inductor"] = dict(counters["inductor"])
 print(json.dumps(report), flush=True)
 '''
-
-
-def _fp32_precision_state() -> dict[str, str]:
-    """The matmul precision flags that enter Inductor's cache key (``set_float32_matmul_precision`` turns
-    them from 'none' to a value, so a process that ever called it differs from a fresh one)."""
-    state = {}
-    for path in ("cuda.matmul", "mkldnn.matmul"):
-        backend = torch.backends
-        try:
-            for part in path.split("."):
-                backend = getattr(backend, part)
-            state[path] = backend.fp32_precision
-        except (AttributeError, RuntimeError):  # a torch without the new precision API
-            continue
-    return state
 
 
 def _load_in_fresh_process(data: bytes, model: Block, example: torch.Tensor, timeout: float = 150) -> tuple[dict, torch.Tensor | None]:
@@ -295,7 +277,7 @@ def _load_in_fresh_process(data: bytes, model: Block, example: torch.Tensor, tim
         torch.save(example, folder / "example.pt")
         width = model.norm.normalized_shape[0]
         (folder / "setup.json").write_text(json.dumps({"width": width, "threads": torch.get_num_threads(),
-                                                        "fp32_precision": _fp32_precision_state()}))
+                                                        "fp32_precision": probes.fp32_precision_state()}))
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(empty)}
         env.pop("TRITON_CACHE_DIR", None)
         done = subprocess.run([sys.executable, "-c", _WARM_START_PROGRAM, str(folder)], env=env, cwd=tmp,
