@@ -1086,9 +1086,10 @@ def _(ns):
     a = torch.randn(4, 4)
     levels = ("highest", "high", "medium")  # torch.set_float32_matmul_precision(level) before each call
     """,
-    """Dynamo guards every graph on global state, and that includes `torch.backends.cuda.matmul.allow_tf32`.
-    Going from "highest" to "high" flips it (the recompile reason reads `GLOBAL_STATE changed:
-    allow_tf32`), so the second call compiles again; "high" to "medium" leaves it True (only oneDNN's CPU
+    """Dynamo guards every graph on global state, and that includes the CUDA matmul precision
+    (`torch.backends.cuda.matmul.allow_tf32`). Going from "highest" to "high" changes it (the recompile
+    reason reads `GLOBAL_STATE changed: allow_tf32`, or `cuda_matmul_precision` from torch 2.15), so the
+    second call compiles again; "high" to "medium" leaves it True (only oneDNN's CPU
     setting moves to bf16), so the third call reuses the graph: two graphs. Set the level once, before
     compiling.""",
 )
