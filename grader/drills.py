@@ -579,12 +579,12 @@ concept(
     """Parameters are inputs of the captured graph, so their values are not part of any cache key: new
     weights reuse the same compiled code. The key hashes the graph and its inputs' metadata with what
     shapes the generated code: Inductor's configuration (even an option the model never uses),
-    `torch_key()` (a fingerprint of the installed torch's version and source), and on a CPU the thread
-    count. Artifacts made under other conditions load without error and then miss. Lesson 02 section 12
+    `torch_key()` (a fingerprint of the installed torch's version and source), and on a CPU, from torch
+    2.13, the thread count; `dynamic=True` captures another graph (symbolic sizes). Artifacts made under other conditions load without error and then miss. Lesson 02 section 12
     shows the hit and each miss.""",
     choices=(
         "other values in the model's weights (same shapes and dtypes)",
-        "torch.set_num_threads() set to another count",
+        "torch.compile(model, dynamic=True) instead of the default",
         "another torch version",
         "one Inductor option changed, e.g. fallback_random=True",
     ),

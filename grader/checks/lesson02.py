@@ -239,7 +239,7 @@ from grader.probes import set_fp32_precision_state
 
 folder = Path(sys.argv[1])
 setup = json.loads((folder / "setup.json").read_text())
-torch.set_num_threads(setup["threads"])  # on CPU the thread count is part of Inductor's cache key
+torch.set_num_threads(setup["threads"])  # on CPU the thread count is part of Inductor's cache key (torch >= 2.13)
 set_fp32_precision_state(setup["fp32_precision"])  # so is the matmul precision state, set or not
 cache = Path(cache_dir())
 report = {"empty": not cache.exists() or not any(cache.iterdir())}
