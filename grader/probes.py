@@ -372,16 +372,21 @@ def page_faults(fn: Callable, *args: Any, calls: int = 5) -> float | None:
 _PRECISION_BACKENDS = ("cuda.matmul", "mkldnn.matmul")
 
 
+def _precision_backend(path: str):
+    """``torch.backends.cuda.matmul`` for ``"cuda.matmul"``."""
+    backend = torch.backends
+    for part in path.split("."):
+        backend = getattr(backend, part)
+    return backend
+
+
 def fp32_precision_state() -> dict[str, str]:
     """The matmul precision flags that enter Inductor's cache key (``set_float32_matmul_precision`` turns
     them from 'none' to a value, so a process that ever called it differs from a fresh one)."""
     state = {}
     for path in _PRECISION_BACKENDS:
-        backend = torch.backends
         try:
-            for part in path.split("."):
-                backend = getattr(backend, part)
-            state[path] = backend.fp32_precision
+            state[path] = _precision_backend(path).fp32_precision
         except (AttributeError, RuntimeError):  # a torch without the new precision API
             continue
     return state
@@ -391,7 +396,4 @@ def set_fp32_precision_state(state: dict[str, str]) -> None:
     """Put back flags read by ``fp32_precision_state`` exactly (``set_float32_matmul_precision`` cannot
     go back to 'none')."""
     for path, value in state.items():
-        backend = torch.backends
-        for part in path.split("."):
-            backend = getattr(backend, part)
-        backend.fp32_precision = value
+        _precision_backend(path).fp32_precision = value
