@@ -69,3 +69,15 @@ def test_a_bytes_subclass_is_refused_even_with_real_artifacts_inside():
             return 10**6
 
     fails(ID, lambda model, example: LyingBytes(_solution(model, example)), says=("plain bytes", "LyingBytes"))
+
+
+def test_a_correct_answer_written_another_way_passes():
+    """module.compile() in place, and taking the bytes by index, compile the same graph: the same hits."""
+
+    def in_place(model, example):
+        model.compile()
+        with torch.no_grad():
+            model(example)
+        return torch.compiler.save_cache_artifacts()[0]
+
+    passes(ID, in_place)
