@@ -508,9 +508,9 @@ concept(
     """,
     """`reduce-overhead` asks for CUDA graphs, and a graph that cannot be recorded (CPU inputs here; dynamic
     shapes or mutated inputs on a GPU) runs compiled without them: no error and no warning. Inductor
-    decides once, when it compiles the graph, so the counter reads 1 however often it is called; the reason
-    goes to the `cudagraphs` log (`TORCH_LOGS="cudagraphs"`). Check that counter when you rely on CUDA
-    graphs: lesson 02 section 4.""",
+    decides once, when it compiles the graph, so the counter reads 1 however often it is called. For a
+    graph on the GPU the reason also goes to the `cudagraphs` log (`TORCH_LOGS="cudagraphs"`); a CPU graph
+    only bumps the counter. Check that counter when you rely on CUDA graphs: lesson 02 section 4.""",
 )
 def _(ns):
     outcome = ns["outcome"]
