@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import threading
 import time
 
 import pytest
@@ -127,7 +128,41 @@ def half_01(fn, x):  # plausible wrong: counts the bytes read, forgets the bytes
     return solution_01(fn, x) / 2
 
 
-@pytest.mark.parametrize("meter", [solution_01, one_call_01], ids=lambda f: f.__name__)
+def _slow_call(fn, x):
+    """Two calls of fn, the second two to three times as slow as a quiet one: for twice as long as the
+    first took, a busy Python thread holds the GIL the call needs."""
+    start = time.perf_counter()
+    fn(x)
+    quiet = time.perf_counter() - start
+
+    def spin(until=time.perf_counter() + 2 * quiet):
+        while time.perf_counter() < until:
+            pass
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    fn(x)
+    spinner.join()
+
+
+def slow_call_01(fn, x):  # honest, on a machine where one of the warm-up calls is slow every time
+    _slow_call(fn, x)
+    return solution_01(fn, x)
+
+
+def half_busy_for_a_while_01():  # the half meter, its first three calls disturbed by a slow call of fn
+    passes = []
+
+    def meter(fn, x):
+        if len(passes) < 3:
+            _slow_call(fn, x)
+        passes.append(x.numel())
+        return half_01(fn, x)
+
+    return meter
+
+
+@pytest.mark.parametrize("meter", [solution_01, one_call_01, slow_call_01], ids=lambda f: f.__name__)
 def test_bandwidth_passes_honest_meters(meter):
     assert _check("01.bandwidth", meter).passed
 
@@ -145,7 +180,8 @@ def test_bandwidth_callable_gives_nothing_away():
     (closure_01, "without calling fn"),
     (closure_after_a_call_01, "you measured"),
     (half_01, "you measured"),
-], ids=lambda v: getattr(v, "__name__", ""))
+    (half_busy_for_a_while_01(), "you measured"),
+], ids=lambda v: getattr(v, "__qualname__", "").split(".")[0])
 def test_bandwidth_refuses_meters_that_do_not_measure(meter, says):
     result = _check("01.bandwidth", meter)
     assert not result.passed and result.points == 0 and says in result.message, result
