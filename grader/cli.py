@@ -1,4 +1,4 @@
-"""``python -m grader``: list, run, grade, drill, build, progress."""
+"""``python -m grader``: list, run, grade, gradescope, drill, build, progress."""
 from __future__ import annotations
 
 import argparse
@@ -83,6 +83,7 @@ def cmd_grade(args) -> int:
         print(f"grade: {e}", file=sys.stderr)
         return 2
     grading.write_csv(batch, Path(args.out))
+    grading.write_totals(batch, grading.totals_path(Path(args.out)))
     if args.feedback:
         grading.write_feedback(batch, Path(args.feedback))
     if args.json:
@@ -92,8 +93,23 @@ def cmd_grade(args) -> int:
         ], indent=1))
     else:
         print(grading.summary(batch))
-        print(f"wrote {args.out}" + (f" and feedback in {args.feedback}/" if args.feedback else ""))
+        print(f"wrote {args.out}, {grading.totals_path(Path(args.out))}"
+              + (f" and feedback in {args.feedback}/" if args.feedback else ""))
     return 130 if batch.interrupted else 0
+
+
+def cmd_gradescope(args) -> int:
+    from . import gradescope
+
+    lessons = [n.strip().zfill(2) for n in args.lessons.split(",") if n.strip()]
+    try:
+        out = gradescope.bundle(lessons, Path(args.out), jobs=args.jobs, notebook_timeout=args.timeout,
+                                cell_timeout=args.cell_timeout, memory_mb=args.memory_mb)
+    except ValueError as e:
+        print(f"gradescope: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}: upload it as the assignment's autograder (Configure Autograder > Zip file upload)")
+    return 0
 
 
 def cmd_progress(args) -> int:
@@ -130,6 +146,15 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--feedback", help="folder for one Markdown feedback file per student")
     s.add_argument("--json", action="store_true", help="print the reports as JSON instead of a summary")
     s.set_defaults(fn=cmd_grade)
+
+    s = sub.add_parser("gradescope", help="write a Gradescope autograder zip for some lessons")
+    s.add_argument("--lessons", required=True, help="comma-separated lesson numbers the assignment grades, e.g. 03,04")
+    s.add_argument("--out", default="autograder.zip", help="the zip to write (default autograder.zip)")
+    s.add_argument("--jobs", type=int, default=1, help="notebooks graded in parallel on Gradescope")
+    s.add_argument("--timeout", type=float, default=1200, help="seconds for a whole notebook")
+    s.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell")
+    s.add_argument("--memory-mb", type=int, default=6144, help="memory limit in MB per kernel and check process (0: none)")
+    s.set_defaults(fn=cmd_gradescope)
 
     from . import drills
 

@@ -9,12 +9,15 @@ one a row of "error". The CSV is written even when grading is interrupted.
 from __future__ import annotations
 
 import csv
+import json
 import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from urllib.parse import quote
 
 from . import pipeline, registry, trusted
 from .result import Result, Status
@@ -148,12 +151,114 @@ def write_csv(batch: Batch, path: Path) -> None:
         writer.writerows(batch.rows())
 
 
+POINTS_POSSIBLE = "Points Possible"  # the label of the second row of Canvas's own gradebook export
+
+
+def totals_table(batch: Batch) -> list[list[str]]:
+    """``totals.csv``: a header (``student, lesson NN, ..., total``), a "Points Possible" row as Canvas's
+    gradebook export has, then one row per student with the points of each lesson and the total."""
+    lessons = list(dict.fromkeys(s.lesson.number for s in batch.submissions))
+    most = {n: sum(e.points for e in registry.exercises(n)) for n in lessons}
+    table = [["student", *(f"lesson {n}" for n in lessons), "total"],
+             [POINTS_POSSIBLE, *(f"{most[n]:g}" for n in lessons), f"{sum(most.values()):g}"]]
+    got: dict[str, dict[str, float]] = {}
+    for s in batch.submissions:
+        got.setdefault(s.student, {})[s.lesson.number] = round(sum(r.points for r in s.results()), 2)
+    for student, per in got.items():
+        table.append([student, *(f"{per.get(n, 0):g}" for n in lessons), f"{round(sum(per.values()), 2):g}"])
+    return table
+
+
+def totals_path(out: Path) -> Path:
+    """Where ``grade --out X`` writes the totals: ``totals.csv`` next to X."""
+    return out.with_name("totals.csv" if out.name != "totals.csv" else "totals-by-lesson.csv")
+
+
+def write_totals(batch: Batch, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(totals_table(batch))
+
+
+@cache
+def sections(lesson: str) -> dict[str, tuple[str, str]]:
+    """exercise id -> (the heading of the lesson section it is in, the exercise's own heading), read from
+    the course notebook (``notebooks/``); empty when the notebook is not there (a Gradescope bundle)."""
+    from .authoring import NOTEBOOKS
+
+    path = NOTEBOOKS / registry.lessons()[lesson].notebook
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    ids = [e.id for e in registry.exercises(lesson)]
+    found, section = {}, ""
+    for cell in cells:
+        if cell.get("cell_type") != "markdown":
+            continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        for line in source.splitlines():
+            m = re.match(r"(#{1,6})\s+(.+?)\s*#*\s*$", line)
+            if not m:
+                continue
+            text = _heading_text(m.group(2))
+            if len(m.group(1)) <= 2:
+                section = text
+            for i in ids:
+                if i not in found and re.search(re.escape(i) + r"(?![\w.])", text):
+                    found[i] = (section or text, text)
+    return found
+
+
+def _heading_text(markdown: str) -> str:
+    """A heading as Jupyter renders it: links become their text, code and emphasis marks go."""
+    text = re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", markdown)
+    return re.sub(r"[`*]", "", text).strip()
+
+
+def anchor(heading: str) -> str:
+    """Jupyter's anchor for a heading (spaces become '-'), percent-encoded for a Markdown link."""
+    return quote(heading.replace(" ", "-"), safe="-._~,:")
+
+
+def section_link(exercise_id: str, notebooks: str = "../notebooks/") -> str | None:
+    """Markdown naming and linking the lesson section an exercise is in, and the exercise itself."""
+    ex = registry.get(exercise_id)
+    found = sections(ex.lesson).get(ex.id)
+    if found is None:
+        return None
+    notebook = registry.lessons()[ex.lesson].notebook
+    section, heading = found
+    link = f"{notebooks}{notebook}"
+    text = f"Lesson section: [{notebook} § {section}]({link}#{anchor(section)})"
+    return text + (f", exercise: [{heading}]({link}#{anchor(heading)})" if heading != section else "")
+
+
+def exercise_feedback(r: Result, notebooks: str | None = "../notebooks/") -> list[str]:
+    """Markdown lines for one exercise's result: the message, measured and expected, and when it did
+    not pass, the hint and (with ``notebooks``, the path from the reader to the course notebooks) the
+    lesson section to read again."""
+    ex = registry.get(r.id)
+    lines = []
+    if r.message:
+        lines += [r.message, ""]
+    if r.measured is not None or r.expected is not None:
+        lines += [f"- measured: `{r.measured}`", f"- expected: `{r.expected}`", ""]
+    if r.status is not Status.PASSED:
+        lines += [f"Hint: {ex.hint}", ""]
+        link = section_link(r.id, notebooks) if notebooks is not None else None
+        if link:
+            lines += [link, ""]
+    return lines
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "student"
 
 
-def write_feedback(batch: Batch, folder: Path) -> list[Path]:
-    """One Markdown file per student: per exercise, what was measured, what was expected, the hint."""
+def write_feedback(batch: Batch, folder: Path, notebooks: str = "../notebooks/") -> list[Path]:
+    """One Markdown file per student: per exercise, what was measured, what was expected, the hint, and
+    for one not passed a link to its lesson section (``notebooks``: the course notebooks, from ``folder``)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     totals = batch.totals()
@@ -170,12 +275,7 @@ def write_feedback(batch: Batch, folder: Path) -> list[Path]:
             for r in results:
                 ex = registry.get(r.id)
                 lines += [f"### {r.id}: {ex.title}: {r.status.value} ({r.points:g}/{r.max_points:g})", ""]
-                if r.message:
-                    lines += [r.message, ""]
-                if r.measured is not None or r.expected is not None:
-                    lines += [f"- measured: `{r.measured}`", f"- expected: `{r.expected}`", ""]
-                if r.status is not Status.PASSED:
-                    lines += [f"Hint: {ex.hint}", ""]
+                lines += exercise_feedback(r, notebooks)
         path = folder / f"{_safe(student)}.md"
         path.write_text("\n".join(lines))
         written.append(path)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote
 
 import nbformat
 import pytest
@@ -229,6 +231,49 @@ def test_csv_and_feedback_files(batch, tmp_path):
     assert "Hint:" in text and "00.warmup" in text and "0 / 3" in text
 
 
+def test_totals_csv_has_a_row_per_student_a_column_per_lesson_and_points_possible(batch, tmp_path):
+    _, result, _, _ = batch
+    out = grading.totals_path(tmp_path / "grades.csv")
+    assert out == tmp_path / "totals.csv"
+    grading.write_totals(result, out)
+    rows = list(csv.reader(open(out, newline="")))
+    assert rows[0] == ["student", "lesson 00", "total"]
+    assert rows[1] == [grading.POINTS_POSSIBLE, "3", "3"]  # as in Canvas's own gradebook export
+    by_student = {r[0]: r[1:] for r in rows[2:]}
+    assert len(rows) == 2 + 13 and by_student["honest"] == ["3", "3"] and by_student["starter"] == ["0", "0"]
+    assert by_student["writes_grader"] == ["2", "2"]
+    for student, (got, most) in result.totals().items():
+        assert float(by_student[student][-1]) == got
+
+
+def test_totals_csv_lists_every_requested_lesson_handed_in_or_not(tmp_path):
+    (tmp_path / "class" / "ada").mkdir(parents=True)
+    (tmp_path / "class" / "bob").mkdir()
+    table = grading.totals_table(grading.Batch(grading.plan(tmp_path / "class", ["00", "03"])))
+    most = [sum(e.points for e in registry.exercises(n)) for n in ("00", "03")]
+    assert table[0] == ["student", "lesson 00", "lesson 03", "total"]
+    assert table[1] == [grading.POINTS_POSSIBLE, *(f"{m:g}" for m in most), f"{sum(most):g}"]
+    assert table[2:] == [["ada", "0", "0", "0"], ["bob", "0", "0", "0"]]
+
+
+def test_feedback_links_each_exercise_not_passed_to_its_lesson_section(batch, tmp_path):
+    _, result, _, _ = batch
+    grading.write_feedback(result, tmp_path / "feedback")
+    starter = (tmp_path / "feedback" / "starter.md").read_text()
+    links = re.findall(r"\[([^]]+)\]\(\.\./notebooks/([^)#]+)#([^)]+)\)", starter)
+    assert len(links) == 2 * len(IDS)  # the section, and the exercise's own heading, per exercise
+    headings = {line.lstrip("#").strip() for cell in nbformat.read(str(NOTEBOOKS / LESSON.notebook), as_version=4).cells
+                if cell.cell_type == "markdown" for line in cell.source.splitlines() if line.startswith("#")}
+    for text, notebook, anchor in links:  # Jupyter's anchor of a heading that is in the notebook
+        assert notebook == LESSON.notebook and (NOTEBOOKS / notebook).is_file()
+        assert unquote(anchor).replace("-", " ") in {h.replace("-", " ") for h in headings}, anchor
+    for exercise_id in IDS:
+        assert f"exercise: [Exercise {exercise_id} " in starter
+    assert "Lesson section: [00_setup.ipynb § 3 · Exercises](../notebooks/00_setup.ipynb#3-%C2%B7-Exercises)" in starter
+    assert "Lesson section" not in (tmp_path / "feedback" / "honest.md").read_text()  # passed: no link
+    assert (tmp_path / "feedback" / "writes_grader.md").read_text().count("Lesson section") == 1
+
+
 def test_grading_the_same_submissions_twice_gives_the_same_grades(tmp_path):
     solution = SOLUTIONS / LESSON.notebook
     hand_in(tmp_path, "a", notebook(solution, replace={"return x * scale + shift": "return x * scale"}))
@@ -272,3 +317,5 @@ def test_cli_writes_the_csv_and_reports_missing_folder(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout) == [{"student": "empty", "notebook": LESSON.notebook}]
     assert len(list(csv.DictReader(open(out)))) == len(IDS)
+    assert list(csv.reader(open(tmp_path / "totals.csv"))) == [["student", "lesson 00", "total"],
+                                                              [grading.POINTS_POSSIBLE, "3", "3"], ["empty", "0", "0"]]
