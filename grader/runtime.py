@@ -59,12 +59,32 @@ def device() -> torch.device:
     return torch.device(environment().device)
 
 
+def ort_providers() -> tuple[list[str], str]:
+    """The onnxruntime execution providers for a race against PyTorch on ``device()``, and where that
+    puts onnxruntime, in words. ``get_available_providers()`` lists what the onnxruntime build has, not
+    what the machine has: the CUDA provider is used only where PyTorch sees a GPU too."""
+    import onnxruntime as ort
+
+    if not torch.cuda.is_available():
+        return ["CPUExecutionProvider"], "onnxruntime runs on the CPU, like every path here"
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        return (["CUDAExecutionProvider", "CPUExecutionProvider"],
+                "onnxruntime runs on the GPU (CUDAExecutionProvider); its inputs and outputs cross to and from "
+                "host memory on every call, and the race counts those copies")
+    return ["CPUExecutionProvider"], (
+        "onnxruntime runs on the CPU while the PyTorch paths run on the GPU: the installed onnxruntime has no "
+        "CUDAExecutionProvider (the onnxruntime-gpu package has it), so its row is not a like-for-like race")
+
+
 # Known noise that would otherwise fill notebook outputs; filtered by exact category and message start.
 _KNOWN_WARNINGS = (
     (UserWarning, r"TypedStorage is deprecated"),
     (UserWarning, r"The given NumPy array is not writable"),
     # torch.export's own pytree code trips its deprecation of LeafSpec (torch 2.13): not the learner's doing.
     (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
+    # Inductor's advice when it compiles a float32 matmul for an Ampere+ GPU at precision "highest"; lesson 04
+    # section 9 teaches TF32 and shows this warning on purpose (it records warnings with "always").
+    (UserWarning, r"TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"),
 )
 
 
