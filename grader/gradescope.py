@@ -3,7 +3,7 @@
 ``bundle()`` writes the autograder zip Gradescope takes (its "Autograder Specifications"): ``setup.sh``
 (Python, a venv in /autograder/venv and the exact tested set from constraints.txt, torch first and pinned
 to the CPU build), ``run_autograder``, and this grader (its package files, constraints.txt,
-pyproject.toml, README.md). For each submission ``run_autograder`` runs ``python -m grader.gradescope``
+pyproject.toml, README.md, and the starter notebooks of the lessons, whose headings feedback names). For each submission ``run_autograder`` runs ``python -m grader.gradescope``
 in /autograder/source: the course notebooks of the chosen lessons are found by name anywhere in
 /autograder/submission and graded by ``grading.grade`` (the same pipeline as ``grader grade``) as one
 student; /autograder/results/results.json gets one test per exercise of those lessons, whatever
@@ -24,6 +24,7 @@ import zipfile
 from pathlib import Path
 
 from . import grading, pipeline, registry, trusted
+from .authoring import NOTEBOOKS
 from .result import Status
 
 ROOT_ENV = "AUTOGRADER_ROOT"
@@ -110,6 +111,9 @@ def bundle(lessons: list[str], out: Path, *, jobs: int = 1, notebook_timeout: fl
             z.write(REPO / name, name)
         for name, data in trusted.Snapshot.of_installed().files.items():
             z.writestr(name, data)
+        for number in lessons:  # the starters, for the headings that feedback names (grading.sections)
+            notebook = registry.lessons()[number].notebook
+            z.write(NOTEBOOKS / notebook, f"notebooks/{notebook}")
     return out
 
 
@@ -142,13 +146,17 @@ def results(batch: grading.Batch, found: dict[str, Path], submission: Path) -> d
             summary += [f"  - while running it: {p}" for p in sub.report.problems]
         for r in rows:
             ex = registry.get(r.id)
+            feedback = grading.exercise_feedback(r, notebooks=None)
+            section = grading.sections(ex.lesson).get(ex.id)
+            if section and r.status is not Status.PASSED:
+                feedback.append(f"Lesson section: {lesson.notebook} § {section[0]}")
             tests.append({
                 "name": f"{r.id}: {ex.title}",
                 "score": r.points,
                 "max_score": r.max_points,
                 "status": "passed" if r.status is Status.PASSED else "failed",
                 "output": "\n".join([f"**{r.status.value}** ({r.points:g}/{r.max_points:g})", "",
-                                     *grading.exercise_feedback(r, notebooks=None)]).strip(),
+                                     *feedback]).strip(),
                 "output_format": "md",
                 "visibility": "visible",
             })

@@ -243,7 +243,7 @@ def exercise_feedback(r: Result, notebooks: str | None = "../notebooks/") -> lis
     if r.message:
         lines += [r.message, ""]
     if r.measured is not None or r.expected is not None:
-        lines += [f"- measured: `{r.measured}`", f"- expected: `{r.expected}`", ""]
+        lines += [f"- {label}: `{value}`" for label, value in zip(Result.LABELS, (r.measured, r.expected))] + [""]
     if r.status is not Status.PASSED:
         lines += [f"Hint: {ex.hint}", ""]
         link = section_link(r.id, notebooks) if notebooks is not None else None

@@ -160,7 +160,8 @@ def test_the_zip_holds_setup_run_autograder_and_the_grader(bundle):
     assert {"setup.sh", "run_autograder", "constraints.txt", "pyproject.toml", "README.md"} <= names
     assert all(modes[n] & stat.S_IXUSR for n in ("setup.sh", "run_autograder"))
     assert bundled == trusted.Snapshot.of_installed().files  # the whole package, nothing else of the checkout
-    assert not any(n.startswith(("solutions/", "notebooks/", "tests/")) for n in names)
+    assert {n for n in names if n.startswith("notebooks/")} == {f"notebooks/{registry.lessons()[n].notebook}" for n in LESSONS}
+    assert not any(n.startswith(("solutions/", "tests/")) for n in names)
 
 
 def test_setup_installs_the_pinned_cpu_torch_first_and_nothing_unpinned(bundle, tmp_path):
@@ -207,6 +208,8 @@ def test_the_starter_scores_zero_with_feedback(graded):
     assert data["score"] == 0
     for i in IDS[:3]:
         assert tests[i]["output"].startswith("**not attempted** (0/1)") and "Hint:" in tests[i]["output"]
+        assert tests[i]["output"].endswith("Lesson section: 00_setup.ipynb § 3 · Exercises")
+    assert "Lesson section: 03_graph_breaks.ipynb § 5 · Fixes" in tests["03.zero_breaks"]["output"]
 
 
 def test_a_kernel_that_dies_still_gives_a_test_per_exercise(graded):
