@@ -286,8 +286,8 @@ def expect_prediction(what: str, predicted: Any, measured: Any, detail: str = ""
         extra = f" ({detail})" if detail else ""
         raise CheckFailed(
             f"{what}: you predicted {predicted!r}; running it on torch gave {measured!r}{extra}",
-            measured=repr(measured),
-            expected=repr(predicted),
+            measured=repr(predicted),
+            expected=repr(measured),
         )
 
 

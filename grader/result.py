@@ -4,6 +4,7 @@ from __future__ import annotations
 import enum
 import html
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 
 class Status(str, enum.Enum):
@@ -31,8 +32,13 @@ class Result:
     """Outcome of one exercise check.
 
     ``message`` says what was measured and what was expected; ``measured``/``expected`` keep the two
-    values for tools that want them separately (feedback files, JSON).
+    values for tools that want them separately (feedback files, JSON), in one vocabulary for every kind
+    of exercise: ``measured`` is what the learner's answer gave (the value their code produced, or their
+    prediction), ``expected`` what the grader wanted (torch's own answer, measured now, or a bound).
+    ``LABELS`` names them for people.
     """
+
+    LABELS: ClassVar[tuple[str, str]] = ("yours", "expected")
 
     id: str
     status: Status
@@ -60,7 +66,7 @@ class Result:
         rows = ""
         if self.message:
             rows += f"<div>{html.escape(self.message)}</div>"
-        for label, value in (("measured", self.measured), ("expected", self.expected)):
+        for label, value in zip(self.LABELS, (self.measured, self.expected)):
             if value is not None:
                 rows += f"<div><b>{label}:</b> <code>{html.escape(value)}</code></div>"
         return (

@@ -1,4 +1,5 @@
 """check(): statuses, messages, and that learner mistakes never surface as grader tracebacks."""
+import pytest
 import torch
 
 import grader
@@ -86,3 +87,22 @@ def test_progress_keeps_the_best_result_and_survives_damage(tmp_path, monkeypatc
     assert "<table>" in p._repr_html_()
     assert "Did you mean" in grader.hint("00.warmpu")
     assert "x * scale + shift" in grader.hint("00.warmup")
+
+
+# --- one vocabulary: `measured` is the learner's side, `expected` the truth, for every kind of check ---
+
+@pytest.mark.parametrize("exercise_id, wrong, yours", [
+    ("01.predict_ops", (5,), "5"),
+    ("04.predict_config", ((9, 9, 9),), "(9, 9, 9)"),
+    ("08.predict_messy", (7, True), "(7, True)"),
+])
+def test_a_wrong_prediction_is_labelled_yours_and_the_truth_expected(exercise_id, wrong, yours):
+    result = grader.check(exercise_id, *wrong)
+    assert result.status is Status.FAILED and result.measured == yours and result.expected != yours, result
+    html = result._repr_html_()
+    assert f"<b>yours:</b> <code>{yours}</code>" in html and "<b>expected:</b>" in html, html
+
+
+def test_an_implement_check_uses_the_same_labels():
+    result = grader.check("01.bandwidth", lambda fn, x: (fn(x), 1e9)[1])  # a constant meter, after one call
+    assert result.status is Status.FAILED and result.measured == "1e+09 GB/s" and "±25%" in result.expected, result

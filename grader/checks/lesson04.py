@@ -177,7 +177,7 @@ def predict_config(predicted_config_compiles):
              for (label, t), p in zip(truth.items(), predicted) if p != t]
     if wrong:
         raise CheckFailed(f"sizes {CONFIG_SIZES}: " + "; ".join(wrong), fraction=(len(CONFIGS) - len(wrong)) / len(CONFIGS),
-                          measured=tuple(truth.values()), expected=predicted)
+                          measured=predicted, expected=tuple(truth.values()))
     return "all three compile counts match what Dynamo did just now"
 
 
@@ -226,5 +226,5 @@ def freezing(follows_without_freezing, follows_with_freezing):
              for frozen in (False, True) if predicted[frozen] != truth[frozen]]
     if wrong:
         raise CheckFailed("after weight.mul_(2) in place: " + "; ".join(wrong), fraction=(2 - len(wrong)) / 2,
-                          measured=(truth[False], truth[True]), expected=(predicted[False], predicted[True]))
+                          measured=(predicted[False], predicted[True]), expected=(truth[False], truth[True]))
     return "both predictions match what Inductor did just now"

@@ -44,8 +44,8 @@ def input_specs(predicted_specs):
     if guess != truth:
         raise CheckFailed(
             f"{right}/{len(truth)} input specs right in order; export measured {truth}",
-            measured=truth,
-            expected=guess,
+            measured=guess,
+            expected=truth,
             fraction=right / max(len(truth), len(guess)),
         )
     return "every (kind, target) matches ep.graph_signature.input_specs, in order"
@@ -84,8 +84,8 @@ def predict_decomposed_ops(predicted_ops):
         missing, extra = sorted(truth - guess), sorted(guess - truth)
         raise CheckFailed(
             f"run_decompositions() gave {sorted(truth)}; missing from your set: {missing}; not in the graph: {extra}",
-            measured=sorted(truth),
-            expected=sorted(guess),
+            measured=sorted(guess),
+            expected=sorted(truth),
             fraction=len(truth & guess) / len(truth | guess),
         )
     return "your op set matches the decomposed graph"

@@ -149,7 +149,7 @@ def predict_messy(predicted_graphs, predicted_export_ok):
         wrong.append(f"you predicted that a static torch.export {'succeeds' if predicted_export_ok else 'fails'}; "
                      f"it {'succeeded' if exports else 'failed'}")
     if wrong:
-        raise CheckFailed("; ".join(wrong), measured=(graphs, exports), expected=(predicted_graphs, predicted_export_ok),
+        raise CheckFailed("; ".join(wrong), measured=(predicted_graphs, predicted_export_ok), expected=(graphs, exports),
                           fraction=(2 - len(wrong)) / 2)
     return f"torch.compile captures {graphs} graphs, and a static torch.export {'succeeds' if exports else 'fails'}"
 
