@@ -41,9 +41,9 @@ def check(exercise_id: str, *answers: Any) -> Result:
 
 class Hint(str):
     def _repr_html_(self) -> str:
-        import html
+        from .markup import inline
 
-        return f'<div style="border-left:4px solid #0969da;padding:2px 8px">💡 {html.escape(self)}</div>'
+        return f'<div style="border-left:4px solid #0969da;padding:2px 8px">💡 {inline(self)}</div>'
 
     def __repr__(self) -> str:
         return str(self)

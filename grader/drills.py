@@ -1846,6 +1846,8 @@ def _widget_quiz(selection: Sequence[Drill]):
 
     import ipywidgets as w
 
+    from .markup import inline
+
     state = {"index": 0, "correct": 0, "answered": 0, "checked": False}
     title = w.HTML()
     snippet = w.HTML()
@@ -1860,7 +1862,7 @@ def _widget_quiz(selection: Sequence[Drill]):
         drill = selection[state["index"]]
         state["checked"] = False
         title.value = (f"<b>{state['index'] + 1}/{len(selection)} · {html.escape(drill.id)}</b> "
-                       f"<i>({drill.kind})</i><br>{html.escape(drill.question)}")
+                       f"<i>({drill.kind})</i><br>{inline(drill.question)}")
         snippet.value = f"<pre>{html.escape(drill.snippet)}</pre>" if drill.snippet else ""
         choices.options = list(drill.choices)
         choices.value = None

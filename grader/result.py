@@ -6,6 +6,8 @@ import html
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
+from .markup import inline
+
 
 class Status(str, enum.Enum):
     PASSED = "passed"
@@ -65,7 +67,7 @@ class Result:
         colour = _COLOURS[self.status]
         rows = ""
         if self.message:
-            rows += f"<div>{html.escape(self.message)}</div>"
+            rows += f"<div>{inline(self.message)}</div>"
         for label, value in zip(self.LABELS, (self.measured, self.expected)):
             if value is not None:
                 rows += f"<div><b>{label}:</b> <code>{html.escape(value)}</code></div>"

@@ -5,7 +5,6 @@ set aside and a new one started, never a crash.
 """
 from __future__ import annotations
 
-import html
 import json
 import os
 import time
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import registry
+from .markup import inline
 from .result import Result, Status
 
 
@@ -57,6 +57,10 @@ def record(result: Result) -> None:
         pass  # progress is a convenience; a read-only home must not break a check
 
 
+# JupyterLab right-aligns table cells and centres headers: one alignment for both keeps them in columns.
+_LEFT = 'style="text-align:left"'
+
+
 @dataclass(frozen=True)
 class Progress:
     rows: tuple[tuple[str, str, float, float, str], ...]  # lesson, id, points, max, status
@@ -96,17 +100,12 @@ class Progress:
         body = ""
         for number, (pts, mx, done, total) in self.per_lesson().items():
             width = 0 if mx == 0 else int(100 * pts / mx)
-            body += (
-                f"<tr><td>{number}</td><td>{html.escape(lessons[number].title)}</td>"
-                f"<td>{done}/{total}</td><td>{pts:g}/{mx:g}</td>"
-                f'<td><div style="background:#eee;width:120px"><div style="background:#1a7f37;'
-                f'width:{width}%;height:10px"></div></div></td></tr>'
-            )
-        return (
-            f"<b>Progress: {self.score:g}/{self.max_score:g} points</b>"
-            "<table><tr><th>lesson</th><th>title</th><th>exercises passed</th><th>points</th><th></th></tr>"
-            f"{body}</table>"
-        )
+            cells = (number, inline(lessons[number].title), f"{done}/{total}", f"{pts:g}/{mx:g}",
+                     f'<div style="background:#eee;width:120px"><div style="background:#1a7f37;'
+                     f'width:{width}%;height:10px"></div></div>')
+            body += "<tr>" + "".join(f"<td {_LEFT}>{cell}</td>" for cell in cells) + "</tr>"
+        head = "".join(f"<th {_LEFT}>{name}</th>" for name in ("lesson", "title", "exercises passed", "points", ""))
+        return f"<b>Progress: {self.score:g}/{self.max_score:g} points</b><table><tr>{head}</tr>{body}</table>"
 
 
 def progress(lesson: str | None = None) -> Progress:

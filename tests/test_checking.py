@@ -106,3 +106,16 @@ def test_a_wrong_prediction_is_labelled_yours_and_the_truth_expected(exercise_id
 def test_an_implement_check_uses_the_same_labels():
     result = grader.check("01.bandwidth", lambda fn, x: (fn(x), 1e9)[1])  # a constant meter, after one call
     assert result.status is Status.FAILED and result.measured == "1e+09 GB/s" and "±25%" in result.expected, result
+
+
+def test_code_spans_in_messages_and_hints_render_as_code_in_html():
+    result = Result("x.y", Status.FAILED, 0, 1, "call `torch.compile(fn)` on <x> & x*2+1 * 3")
+    assert "<div>call <code>torch.compile(fn)</code> on &lt;x&gt; &amp; x*2+1 * 3</div>" in result._repr_html_()
+    hint = grader.hint("01.predict_ops")
+    assert "`" in hint and "`" not in hint._repr_html_() and "<code>" in hint._repr_html_(), hint
+
+
+def test_progress_table_aligns_headers_with_their_columns():
+    table = grader.progress()._repr_html_()
+    assert table.count("<th ") == 5 and table.count('<th style="text-align:left">') == 5
+    assert table.count("<td ") == table.count('<td style="text-align:left">') > 0

@@ -200,3 +200,10 @@ def test_the_readme_states_the_drill_count():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     stated = [int(n) for n in re.findall(r"(\d+) drills \(predict-then-verify", readme)]
     assert stated == [len(drills.DRILLS)], f"README says {stated}, the bank holds {len(drills.DRILLS)}"
+
+
+def test_quiz_questions_show_code_spans_as_code():
+    pytest.importorskip("ipywidgets")
+    drill = next(d for d in drills.DRILLS.values() if "`" in d.question)
+    title = drills._widget_quiz([drill]).children[0].value
+    assert "<code>" in title and "`" not in title.split("<br>", 1)[1], title
