@@ -1,4 +1,4 @@
-"""The interview drills (grader/drills.py): the registry's coverage, every predict drill's live answer on
+"""The interview drills (the grader/drills package): the registry's coverage, every predict drill's live answer on
 the installed torch, the interactive mode driven through standard input, and deterministic selection."""
 import argparse
 import collections

@@ -1,0 +1,238 @@
+"""The drill model and registry: the ``Drill`` type, ``DRILLS``, the ``predict``/``concept`` registration
+decorators the lesson modules use, live answers (``answer_of``), matching responses, selection,
+``verify``, and the text a drill and its feedback are shown as."""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import random
+import sys
+import textwrap
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+KINDS = ("predict", "concept")
+
+
+@dataclass(frozen=True)
+class Drill:
+    """One drill. ``compute`` (predict drills) runs ``snippet`` live and returns one of ``choices``;
+    ``answer`` (concept drills) is the key: one of ``choices``, or for a short-answer drill (no choices)
+    the canonical answer, with other accepted spellings in ``accept``."""
+
+    id: str
+    lesson: str
+    kind: str
+    question: str
+    explanation: str
+    choices: tuple[str, ...] = ()
+    snippet: str = ""
+    compute: Callable[[], str] | None = field(default=None, compare=False, repr=False)
+    answer: str | None = None
+    accept: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.id}: kind must be one of {KINDS}")
+        if not self.id.startswith(self.lesson + "."):
+            raise ValueError(f"{self.id}: the id must start with the lesson number {self.lesson!r}")
+        if self.kind == "predict" and (self.compute is None or self.answer is not None or not self.choices):
+            raise ValueError(f"{self.id}: a predict drill has choices and a compute function, and stores no answer")
+        if self.kind == "concept" and (self.answer is None or (self.choices and self.answer not in self.choices)):
+            raise ValueError(f"{self.id}: a concept drill needs an answer key among its choices")
+
+
+# --- running snippets quietly -----------------------------------------------------------------------
+
+@contextlib.contextmanager
+def quietly():
+    """Silence what a snippet or torch prints while a drill computes its answer (stdout, stderr,
+    warnings, log records below ERROR). Dynamo's compiled state is reset before and after."""
+    import torch
+
+    from ..probes import silenced
+
+    torch._dynamo.reset()
+    with silenced():
+        try:
+            yield
+        finally:
+            torch._dynamo.reset()
+
+
+_snippet_numbers = itertools.count()
+
+
+def _namespace(snippet: str) -> dict:
+    """Execute a drill's snippet (the exact source the learner sees) and return its names."""
+    import torch
+
+    # A real module in sys.modules: torch 2.11's Dynamo imports a traced function's module by its
+    # __name__ (a bare dict named "drill_snippet" raised ModuleNotFoundError inside Dynamo there).
+    module = types.ModuleType(f"grader_drill_snippet_{next(_snippet_numbers)}")
+    module.torch = torch
+    sys.modules[module.__name__] = module
+    exec(compile(snippet, "<drill>", "exec"), module.__dict__)
+    return module.__dict__
+
+
+def answer_of(drill: Drill) -> str:
+    """The right answer: for a predict drill computed now, by running its snippet on the installed torch
+    (never stored); for a concept drill, its answer key."""
+    if drill.kind == "concept":
+        return drill.answer
+    with quietly():
+        return drill.compute()
+
+
+def normalize(text: str) -> str:
+    return " ".join(str(text).strip().strip("`'\"").lower().split())
+
+
+def resolve(drill: Drill, response: str) -> str | None:
+    """The choice a response names: its text, its letter (a, b, ...) or its number counting from 1 (the
+    text wins when a choice is itself a number); for short answers the normalised text. None when it
+    names no choice."""
+    text = normalize(response)
+    if not drill.choices:
+        return text or None
+    for choice in drill.choices:
+        if normalize(choice) == text:
+            return choice
+    if len(text) == 1 and "a" <= text < chr(ord("a") + len(drill.choices)):
+        return drill.choices[ord(text) - ord("a")]
+    if text.isdigit() and 1 <= int(text) <= len(drill.choices):
+        return drill.choices[int(text) - 1]
+    return None
+
+
+def is_correct(drill: Drill, response, truth: str | None = None) -> bool:
+    """Whether ``response`` (a choice, its number, or a short answer) is right; ``truth`` saves a second
+    live computation when the caller already has ``answer_of(drill)``."""
+    truth = answer_of(drill) if truth is None else truth
+    if isinstance(response, int) and not isinstance(response, bool) and drill.choices:
+        response = str(response)
+    if not isinstance(response, str):
+        return False
+    picked = resolve(drill, response)
+    if picked is None:
+        return False
+    if drill.choices:
+        return picked == truth
+    return picked in {normalize(a) for a in (truth, *drill.accept)}
+
+
+# --- the registry -----------------------------------------------------------------------------------
+
+DRILLS: dict[str, Drill] = {}
+
+
+def _add(drill: Drill) -> Drill:
+    if drill.id in DRILLS:
+        raise ValueError(f"duplicate drill id {drill.id}")
+    DRILLS[drill.id] = drill
+    return drill
+
+
+def _clean(text: str) -> str:
+    return " ".join(textwrap.dedent(text).split())
+
+
+def predict(id: str, question: str, choices: Sequence[str], snippet: str, explanation: str):
+    """Register a predict drill; the decorated function receives the snippet's namespace and measures."""
+    source = textwrap.dedent(snippet).strip("\n") + "\n"
+
+    def register(measure: Callable[[dict], str]) -> Callable[[dict], str]:
+        _add(Drill(id, id[:2], "predict", _clean(question), _clean(explanation), tuple(choices), source,
+                   compute=lambda: measure(_namespace(source))))
+        return measure
+
+    return register
+
+
+def concept(id: str, question: str, answer: str, explanation: str, choices: Sequence[str] = (), accept: Sequence[str] = ()):
+    """Register a concept drill. Choices are written key first, then shuffled once with the drill id as
+    the seed (a fixed order, the same everywhere), so the key's position gives nothing away."""
+    choices = list(choices)
+    if len(choices) > 2:
+        random.Random(id).shuffle(choices)
+    _add(Drill(id, id[:2], "concept", _clean(question), _clean(explanation), tuple(choices), answer=answer,
+               accept=tuple(accept)))
+
+
+# --- selection, listing, verification ---------------------------------------------------------------
+
+def drills(lesson: str | None = None, kind: str | None = None) -> list[Drill]:
+    """Every drill in registry order, optionally only one lesson's ("03" or "3") and/or one kind."""
+    want = None if lesson is None else str(lesson).zfill(2)
+    return [d for d in DRILLS.values() if (want is None or d.lesson == want) and (kind is None or d.kind == kind)]
+
+
+def get(drill_id: str) -> Drill:
+    try:
+        return DRILLS[drill_id]
+    except KeyError:
+        raise KeyError(f"no drill {drill_id!r}; `python -m grader drill --list` lists them") from None
+
+
+def select(lesson: str | None = None, count: int | None = None, seed: int | None = None) -> list[Drill]:
+    """The drills a session plays: filtered by lesson, shuffled when a seed is given, the first ``count``."""
+    chosen = drills(lesson)
+    if seed is not None:
+        random.Random(seed).shuffle(chosen)
+    return chosen if count is None else chosen[: max(0, count)]
+
+
+@dataclass(frozen=True)
+class Verified:
+    drill: Drill
+    answer: str | None
+    seconds: float
+    problem: str | None = None
+
+
+def verify(selection: Iterable[Drill] | None = None) -> list[Verified]:
+    """Compute every predict drill's live answer; a problem when the compute raised or gave a value
+    that is not one of the drill's choices."""
+    rows = []
+    for drill in selection if selection is not None else drills(kind="predict"):
+        if drill.kind != "predict":
+            continue
+        start = time.perf_counter()
+        try:
+            answer, problem = answer_of(drill), None
+            if answer not in drill.choices:
+                problem = f"live answer {answer!r} is not one of {drill.choices}"
+        except Exception as e:  # the report names the drill and the exception type
+            answer, problem = None, f"compute raised {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        rows.append(Verified(drill, answer, time.perf_counter() - start, problem))
+    return rows
+
+
+# --- text rendering ---------------------------------------------------------------------------------
+
+def render(drill: Drill, number: int | None = None, total: int | None = None) -> str:
+    """A drill as plain text: header, question, snippet, numbered choices."""
+    head = f"[{number}/{total}] " if number is not None else ""
+    lines = [f"{head}{drill.id}  (lesson {drill.lesson}, {'predict, then verify' if drill.kind == 'predict' else 'concept'})"]
+    lines += textwrap.wrap(drill.question, 100)
+    if drill.snippet.strip():
+        lines += [""] + ["    " + line if line else "" for line in drill.snippet.strip("\n").rstrip().splitlines()] + [""]
+    if drill.choices:
+        lines += [f"  {chr(ord('a') + i)}) {choice}" for i, choice in enumerate(drill.choices)]
+    else:
+        lines.append("  (short answer)")
+    return "\n".join(lines)
+
+
+def feedback(drill: Drill, response: str, truth: str) -> tuple[bool, str]:
+    """(correct, text): the verdict, the right answer, and the explanation."""
+    right = is_correct(drill, response, truth)
+    how = "torch says" if drill.kind == "predict" else "answer"
+    verdict = "correct" if right else f"wrong ({how}: {truth})"
+    if right and drill.kind == "predict":
+        verdict += f" (torch says: {truth})"
+    body = textwrap.fill(drill.explanation, 100)
+    return right, f"{verdict}\n{body}"

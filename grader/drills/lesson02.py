@@ -1,0 +1,204 @@
+"""Lesson 02 (torch.compile): its interview drills, registered on import."""
+from __future__ import annotations
+
+from .bank import concept, predict
+from .measure import _yes
+
+
+@predict(
+    "02.backend_graphs",
+    "How many graphs does the custom backend receive during this call?",
+    ("1", "2", "3"),
+    """
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def two_halves(x):
+        y = torch.sin(x) * 2
+        torch._dynamo.graph_break()
+        return torch.relu(y + 1)
+
+    torch.compile(two_halves, backend=counting_backend)(torch.randn(4))
+    """,
+    """A backend is any callable `(gm, example_inputs) -> callable`; Dynamo calls it once per captured FX
+    graph. The explicit `torch._dynamo.graph_break()` ends the first graph and the code after it is
+    captured as a second one, so the backend sees two graphs. Counting backends like this one are how the
+    course counts graphs and recompiles cheaply, without Inductor.""",
+)
+def _(ns):
+    return str(len(ns["graphs"]))
+
+
+@predict(
+    "02.wrapper_keys",
+    "What is the first key of `compiled.state_dict()`?",
+    ("weight", "_orig_mod.weight", "module.weight", "compiled.weight"),
+    """
+    model = torch.nn.Linear(3, 2)
+    compiled = torch.compile(model)
+    keys = list(compiled.state_dict())
+    """,
+    """`torch.compile(module)` returns an `OptimizedModule` that holds the original as `_orig_mod`, so the
+    wrapper's state_dict names every weight `_orig_mod.<name>`, and a plain model refuses to load it with
+    `strict=True`. Save `compiled._orig_mod.state_dict()` (or the original module's), or compile in place
+    with `model.compile()`, which leaves the names alone.""",
+)
+def _(ns):
+    return ns["keys"][0]
+
+
+@predict(
+    "02.onnxrt_backend",
+    "Is `onnxrt` (or `nvfuser`) among the torch.compile backends of the installed torch?",
+    ("yes", "no"),
+    """
+    import torch._dynamo as dynamo
+
+    backends = dynamo.list_backends(None)  # None: include the debug backends
+    present = "onnxrt" in backends or "nvfuser" in backends
+    """,
+    """Older tutorials list `nvfuser` and `onnxrt` as backends; neither exists in current PyTorch.
+    `torch._dynamo.list_backends()` is the source of truth (cudagraphs, inductor, openxla, tvm, plus
+    debug backends such as eager and aot_eager with `list_backends(None)`). ONNX today is reached through
+    `torch.onnx.export`, not a compile backend.""",
+)
+def _(ns):
+    return _yes(ns["present"])
+
+
+concept(
+    "02.eager_backend",
+    'What does `torch.compile(fn, backend="eager")` do with the captured graph?',
+    "runs it with ordinary eager kernels: it tests capture only",
+    """The `eager` backend takes Dynamo's FX graph and runs it op by op with the normal eager kernels, so it
+    is fast to compile and exercises only the capture: graph breaks, guards, recompiles. `aot_eager`
+    additionally traces the backward with AOTAutograd; only `inductor` generates new fused code. The course
+    counts breaks and compiles with `eager` and uses Inductor only where speed is the lesson.""",
+    choices=(
+        "runs it with ordinary eager kernels: it tests capture only",
+        "generates fused C++ or Triton kernels",
+        "converts it to TorchScript",
+        "exports it to ONNX",
+    ),
+)
+
+concept(
+    "02.reduce_overhead",
+    'What does `mode="reduce-overhead"` turn on?',
+    "CUDA graphs",
+    """`reduce-overhead` records the sequence of kernel launches once as a CUDA graph and replays it with one
+    launch, removing per-op launch overhead; it needs a CUDA device. `torch._inductor.list_mode_options()`
+    prints what each mode sets: `max-autotune` turns on CUDA graphs too, and also benchmarks kernel choices
+    at compile time (`max-autotune-no-cudagraphs` autotunes without them).""",
+    choices=("CUDA graphs", "autotuning of matmul kernels", "fullgraph=True", "dynamic shapes"),
+)
+
+@predict(
+    "02.cudagraph_skip",
+    "The tensors are on the CPU. What happens over these three calls, and what does "
+    "`counters[\"inductor\"][\"cudagraph_skips\"]` read at the end?",
+    ("a RuntimeError: CUDA graphs need a CUDA device", "0: it ran with CUDA graphs anyway",
+     "1: it ran compiled without CUDA graphs, with no message", "3: one skip per call, each with a warning"),
+    """
+    from torch._dynamo.utils import counters
+
+    def step(x, w):
+        return torch.nn.functional.gelu(x @ w)
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(step, mode="reduce-overhead")
+    x, w = torch.randn(8, 64), torch.randn(64, 64)
+    try:
+        for _ in range(3):
+            compiled(x, w)
+        outcome = counters["inductor"]["cudagraph_skips"]
+    except RuntimeError:
+        outcome = "RuntimeError"
+    """,
+    """`reduce-overhead` asks for CUDA graphs, and a graph that cannot be recorded (CPU inputs here; dynamic
+    shapes or mutated inputs on a GPU) runs compiled without them: no error and no warning. Inductor
+    decides once, when it compiles the graph, so the counter reads 1 however often it is called. For a
+    graph on the GPU the reason also goes to the `cudagraphs` log (`TORCH_LOGS="cudagraphs"`); a CPU graph
+    only bumps the counter. Check that counter when you rely on CUDA graphs: lesson 02 section 4.""",
+)
+def _(ns):
+    outcome = ns["outcome"]
+    if outcome == "RuntimeError":
+        return "a RuntimeError: CUDA graphs need a CUDA device"
+    return {0: "0: it ran with CUDA graphs anyway", 1: "1: it ran compiled without CUDA graphs, with no message",
+            3: "3: one skip per call, each with a warning"}.get(outcome, f"{outcome}")
+
+
+concept(
+    "02.first_call",
+    "Your compiled model looks slower than eager in a benchmark that times one call with `time.perf_counter()`. What went wrong first?",
+    "the timed call included compilation: warm up, synchronise, take a median",
+    """The first call of a compiled function traces, compiles and generates code, which takes seconds;
+    every later call only checks guards and runs the generated code. An honest benchmark warms up first,
+    synchronises the device before reading the clock, repeats and reports a median
+    (`torch.utils.benchmark`, or `grader.benchmark` in this course).""",
+    choices=(
+        "the timed call included compilation: warm up, synchronise, take a median",
+        "perf_counter is too coarse for CPU work",
+        "compiled models are always slower on a CPU",
+    ),
+)
+
+concept(
+    "02.dynamo_ir",
+    "What does TorchDynamo hand to a backend?",
+    "an FX graph (torch.fx.GraphModule), guarded by checks on the inputs",
+    """Dynamo hooks Python's frame evaluation, runs your bytecode symbolically and records the tensor
+    operations as an FX graph, plus guards that say when the graph may be reused. No TorchScript IR is
+    involved; a custom backend that prints `gm.code` shows exactly what it receives.""",
+    choices=(
+        "an FX graph (torch.fx.GraphModule), guarded by checks on the inputs",
+        "a TorchScript module",
+        "an ONNX model",
+        "Python bytecode",
+    ),
+)
+
+concept(
+    "02.mega_cache_what",
+    "A CPU container starts with an empty TORCHINDUCTOR_CACHE_DIR and calls "
+    "`torch.compiler.load_cache_artifacts(data)` with artifacts a build job saved for the same model, torch, "
+    "settings and thread count. What does the first call of `torch.compile(model)` still do?",
+    "Dynamo traces the model and the C++ compiler builds its kernels; Inductor's code generation is skipped",
+    """The artifacts are cache entries (AOTAutograd and Inductor's FX graph cache), so the first call hits
+    both caches and Inductor generates no code. They hold nothing from before capture, so Dynamo still
+    traces; and on a CPU an FX graph entry holds the kernels' C++ source, not the shared libraries, so a new
+    cache folder builds them again (and probes the CPU's vector instructions once). Lesson 02 section 12
+    measures each part in fresh processes. On a GPU the compiled Triton kernels are bundled into the entries.""",
+    choices=(
+        "Dynamo traces the model and the C++ compiler builds its kernels; Inductor's code generation is skipped",
+        "nothing: the first call runs precompiled code at once",
+        "everything: loaded artifacts only help the process that saved them",
+        "Inductor generates the code again, but Dynamo's tracing is skipped",
+    ),
+)
+
+
+concept(
+    "02.cache_key",
+    "Mega-cache artifacts were saved after compiling a model on a CPU. A fresh process with an empty cache "
+    "folder loads them and compiles the same model class on the same input shape. Which difference still "
+    "gives an FX graph cache hit?",
+    "other values in the model's weights (same shapes and dtypes)",
+    """Parameters are inputs of the captured graph, so their values are not part of any cache key: new
+    weights reuse the same compiled code. The key hashes the graph and its inputs' metadata with what
+    shapes the generated code: Inductor's configuration (even an option the model never uses),
+    `torch_key()` (a fingerprint of the installed torch's version and source), and on a CPU, from torch
+    2.13, the thread count; `dynamic=True` captures another graph (symbolic sizes). Artifacts made under other conditions load without error and then miss. Lesson 02 section 12
+    shows the hit and each miss.""",
+    choices=(
+        "other values in the model's weights (same shapes and dtypes)",
+        "torch.compile(model, dynamic=True) instead of the default",
+        "another torch version",
+        "one Inductor option changed, e.g. fallback_random=True",
+    ),
+)

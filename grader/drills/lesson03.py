@@ -1,0 +1,302 @@
+"""Lesson 03 (graph breaks): its interview drills, registered on import."""
+from __future__ import annotations
+
+from .bank import concept, predict
+from .measure import _fullgraph_ok, _graphs, _yes
+
+
+@predict(
+    "03.print_first",
+    "How many graphs does `torch._dynamo.explain(f)(torch.randn(8))` report?",
+    ("0", "1", "2"),
+    """
+    def f(x):
+        print("shape:", tuple(x.shape))
+        return x.sin() * 2
+    """,
+    """`print` is a graph break (gb0059, the generic "Failed to trace builtin operator" id; the log's
+    explanation names `print`), but here it comes before any tensor work: the break ends no graph, so
+    `explain` counts one graph and, since `graph_break_count` is `graph_count - 1`, zero breaks.
+    `fullgraph=True` still refuses the function. Put the print between two tensor ops and it costs a
+    second graph.""",
+)
+def _(ns):
+    import torch
+
+    return str(_graphs(ns["f"], torch.randn(8)))
+
+
+@predict(
+    "03.print_middle",
+    "How many graphs does `torch._dynamo.explain(f)(torch.randn(8))` report?",
+    ("1", "2", "3"),
+    """
+    def f(x):
+        y = x.sin()
+        print("halfway")
+        return y.cos() + 1
+    """,
+    """The print now sits between tensor operations: Dynamo ends the graph before it, runs the print in
+    Python and starts a new graph after it, so there are two graphs and one break. Move side effects out
+    of compiled code, or list `print` in `torch._dynamo.config.reorderable_logging_functions` to run it
+    after the graph.""",
+)
+def _(ns):
+    import torch
+
+    return str(_graphs(ns["f"], torch.randn(8)))
+
+
+@predict(
+    "03.numpy_traced",
+    "Does `torch.compile(f, fullgraph=True)` compile this function without an error?",
+    ("yes", "no"),
+    """
+    import numpy as np
+
+    def f(x):
+        return torch.from_numpy(np.tanh(x.numpy()) * 2) + 1
+    """,
+    """Dynamo traces NumPy calls on tensors through `torch._numpy`, so `.numpy()`, `np.tanh` and
+    `torch.from_numpy` become ordinary graph ops: one graph, no break, and `fullgraph=True` succeeds.
+    What breaks is a NumPy routine outside `torch._numpy` ("attempted to trace numpy function unsupported
+    by PyTorch") or a call Dynamo does not trace, such as `.tolist()` on a float tensor (gb0109).""",
+)
+def _(ns):
+    import torch
+
+    return _yes(_fullgraph_ok(ns["f"], torch.randn(8)))
+
+
+@predict(
+    "03.tolist_float",
+    "Does `torch.compile(f, fullgraph=True)` compile this function without an error?",
+    ("yes", "no"),
+    """
+    def f(x):
+        values = x.tolist()
+        return torch.tensor(values) * 2
+    """,
+    """No. Dynamo does not support tracing `tolist()` on a non-integer tensor: that is the graph break's own
+    reason (gb0109, "Tensor.tolist() with non-integer tensor"), and `fullgraph=True` turns it into an error.
+    It is not that data-dependent Python numbers can never stay symbolic: `.item()` on a float is captured
+    with scalar capture, and `.tolist()` on an integer tensor compiles with `fullgraph=True` (which switches
+    scalar capture on; a plain compile breaks there, gb0033). Keep values as tensors instead.""",
+)
+def _(ns):
+    import torch
+
+    return _yes(_fullgraph_ok(ns["f"], torch.randn(8)))
+
+
+@predict(
+    "03.data_dependent_if",
+    "How many graphs does `torch._dynamo.explain(f)(torch.randn(8))` report?",
+    ("1", "2", "3"),
+    """
+    def f(x):
+        y = x + 1
+        if y.sum() > 0:
+            return y * 2
+        return y - 1
+    """,
+    """Python must know the value of `y.sum() > 0` to choose a branch, and a traced tensor has no value:
+    Dynamo ends the graph before the `if` (gb0170), lets Python decide, and captures the branch taken as a
+    second graph. Make it branch-free with `torch.where` when both sides are cheap, or keep real control
+    flow with `torch.cond`.""",
+)
+def _(ns):
+    import torch
+
+    return str(_graphs(ns["f"], torch.randn(8)))
+
+
+@predict(
+    "03.item_capture",
+    "With `capture_scalar_outputs=True`, how many graphs does `explain` report for `f`?",
+    ("1", "2", "3"),
+    """
+    def f(x):
+        return x * x.sum().item()
+
+    with torch._dynamo.config.patch(capture_scalar_outputs=True):
+        report = torch._dynamo.explain(f)(torch.randn(8))
+    """,
+    """By default `.item()` graph-breaks: the Python number it returns is data-dependent. With
+    `torch._dynamo.config.capture_scalar_outputs = True` Dynamo keeps it as an unbacked symbolic value
+    inside the graph, so the whole function is one graph. Keeping scalars as 0-d tensors achieves the same
+    without a config change.""",
+)
+def _(ns):
+    return str(ns["report"].graph_count)
+
+
+concept(
+    "03.explain_zero",
+    "`explain` reports 0 graph breaks for a function. Is the function guaranteed to run as one graph under `torch.compile`?",
+    "no",
+    """`explain`'s `graph_break_count` is `graph_count - 1`, so a break that ends no graph (a `print` before
+    any tensor work, for example) is not counted. The `graph_breaks` log of a default compile
+    (`TORCH_LOGS=graph_breaks`) lists every break it takes, with its reason and GB id. `fullgraph=True`
+    refuses most breaks, but it is a different compile: it also captures `.item()` as a symbolic scalar,
+    so a function whose only breaks are `.item()` calls compiles there as one graph and still breaks
+    under plain `torch.compile`.""",
+    choices=("yes", "no"),
+)
+
+concept(
+    "03.fix_branch",
+    "Which rewrite removes the break of `if x.sum() > 0: return x * 2 else: return x - 1` while keeping it a real branch in the graph?",
+    "torch.cond",
+    """`torch.cond(pred, true_fn, false_fn, operands)` captures both branches as subgraphs and picks one at
+    run time, so the graph keeps real control flow (and exports: as a `cond` in torch.export and an `If`
+    node in ONNX). `torch.where` also removes the break but computes both sides elementwise, which is fine
+    only when both are cheap.""",
+    choices=("torch.cond", "torch.where", "torch.compiler.disable", "fullgraph=True"),
+)
+
+concept(
+    "03.graph_breaks_log",
+    "Which `TORCH_LOGS` setting prints each graph break with its reason and GB id?",
+    "graph_breaks",
+    """`TORCH_LOGS="graph_breaks"` (or `torch._logging.set_logs(graph_breaks=True)`) logs every break with
+    the user code line, the reason, hints and a stable GB id naming the kind of break in PyTorch's
+    catalogue: gb0170 for a data-dependent branch, gb0059 for "Failed to trace builtin operator" (a
+    `print`, or any other builtin Dynamo cannot trace: the explanation names which). Pair it with
+    `explain` for counts and `fullgraph=True` for a verdict.""",
+    accept=("TORCH_LOGS=graph_breaks", "TORCH_LOGS=\"graph_breaks\"", "+graph_breaks"),
+)
+
+@predict(
+    "03.error_region",
+    "Does `torch.compile(f, backend=\"eager\")(torch.randn(8))` compile, or raise?",
+    ("compiles", "raises"),
+    """
+    def f(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        with torch._dynamo.error_on_graph_break(True):
+            y = y.cos() * 2
+        return y + 1
+    """,
+    """It compiles, in two graphs. `error_on_graph_break(True)` makes a break an error only *inside* its
+    region; the break before the region is allowed as usual. Unlike `fullgraph=True` it promises no single
+    graph for the whole function: it is strictness for one region.""",
+)
+def _(ns):
+    import torch
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(ns["f"], backend="eager")(torch.randn(8))
+        return "compiles"
+    except torch._dynamo.exc.Unsupported:
+        return "raises"
+    finally:
+        torch._dynamo.reset()
+
+
+@predict(
+    "03.eager_then_compile",
+    "Under `torch.compiler.set_stance(\"eager_then_compile\")`, how many graphs has the backend compiled after the FIRST call of `torch.compile(f)`?",
+    ("0", "1", "2"),
+    """
+    def f(x):
+        return torch.sin(x) + 1
+    """,
+    """None: `eager_then_compile` runs the first call eagerly and compiles from the second call on, so a
+    first call with unusual shapes costs no compile. `force_eager` would never compile at all.""",
+)
+def _(ns):
+    import torch
+
+    from .. import probes
+
+    torch._dynamo.reset()
+    backend = probes.CountingBackend()
+    try:
+        with torch.compiler.set_stance("eager_then_compile"):
+            torch.compile(ns["f"], backend=backend)(torch.randn(4))
+        return str(backend.compiles)
+    finally:
+        torch._dynamo.reset()
+
+
+concept(
+    "03.custom_op_fix",
+    "A model calls a NumPy routine Dynamo cannot trace. What lets it compile with `fullgraph=True` AND export?",
+    "wrap it as torch.library.custom_op with a register_fake",
+    """A custom op with a fake (meta) function is one opaque node: Dynamo and `torch.export` need only the
+    fake to know the output's shape and dtype, never the NumPy code. `torch.compiler.disable` compiles
+    around the routine but leaves a graph break, so `fullgraph=True` fails; and it does not help export:
+    default (non-strict) `torch.export` ignores it and runs the routine on fake tensors, where `.numpy()`
+    fails, while `strict=True` refuses any disabled function. `capture_scalar_outputs` is about `.item()`;
+    TorchScript is deprecated and not what torch.export consumes. `torch.library.opcheck` tests the
+    registration.""",
+    choices=(
+        "wrap it as torch.library.custom_op with a register_fake",
+        "decorate it with torch.compiler.disable",
+        "set torch._dynamo.config.capture_scalar_outputs = True",
+        "script it with torch.jit.script",
+    ),
+)
+
+
+@predict(
+    "03.fullgraph_item",
+    "`torch.compile(f, backend=counting, fullgraph=True)(torch.randn(8))` with a backend that counts the graphs "
+    "it is handed: how many graphs, or does it raise? (`capture_scalar_outputs` is left at its default, False.)",
+    ("1", "2", "raises"),
+    """
+    def f(x):
+        return x * x.sum().item()
+    """,
+    """One graph, no error. Under a default `torch.compile`, `.item()` breaks the graph (gb0124) and `f` runs
+    as two graphs. `fullgraph=True` switches scalar capture on for that compile (Dynamo's `Tensor.item()`
+    handler: "We enable capture_scalar_outputs when full_graph=True by default"), so the scalar stays in
+    the graph as an unbacked symbol. `fullgraph=True` is therefore not a test of what the default compile
+    does: the `graph_breaks` log is.""",
+)
+def _(ns):
+    import torch
+
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(ns["f"], backend=counting, fullgraph=True)(torch.randn(8))
+    except torch._dynamo.exc.Unsupported:
+        return "raises"
+    finally:
+        torch._dynamo.reset()
+    return str(len(graphs))
+
+
+concept(
+    "03.recompiles_log",
+    "A compiled function compiles again when the batch size changes. Which `TORCH_LOGS` artifact prints the guard that failed?",
+    "recompiles",
+    """`TORCH_LOGS="recompiles"` (`torch._logging.set_logs(recompiles=True)`) prints, for each recompile, the
+    function and the guard that failed, e.g. "tensor 'x' size mismatch at index 0. expected 8, actual
+    1234". `guards` prints the guards each compile installed, not which one failed; `recompiles_verbose`
+    prints every failing guard check; `+dynamo` holds the answer too, buried in everything else.""",
+    accept=("TORCH_LOGS=recompiles", "+recompiles", "recompiles_verbose"),
+)
+
+
+concept(
+    "03.trace_record",
+    "In a `TORCH_TRACE` log, which record type appears exactly once per FX graph Dynamo produced?",
+    "dynamo_output_graph",
+    """Each graph Dynamo hands to the backend has one `dynamo_output_graph` record, tagged with its compile
+    id ("[frame/recompile]", e.g. [1/0], [1/1]). `dynamo_start` and `compilation_metrics` appear once per
+    compile (per compile id: a frame id and its recompile number), including compiles that produced no
+    graph (a break before any tensor op), so they can outnumber the graphs; a frame compiled twice has two
+    of each. `chromium_event` records are timing events, many per compile. `tlparse` turns the log into an
+    HTML report.""",
+    choices=("dynamo_output_graph", "dynamo_start", "compilation_metrics", "chromium_event"),
+)

@@ -1,0 +1,260 @@
+"""Lesson 04 (guards and recompilation): its interview drills, registered on import."""
+from __future__ import annotations
+
+from .bank import concept, predict
+from .measure import _compiles, _yes
+
+
+@predict(
+    "04.python_constant",
+    "How many times does `torch.compile(scaled)` compile over these three calls?",
+    ("1", "2", "3"),
+    """
+    def scaled(x, k):
+        return x * k + 1
+
+    calls = [(torch.randn(4), 2), (torch.randn(4), 2), (torch.randn(4), 3)]
+    """,
+    """Python ints are guarded by value: the first graph carries a guard `k == 2`, which the third call
+    fails, so Dynamo compiles again. (After such a change automatic dynamic may treat the int as symbolic
+    from then on.) A changing Python constant is a classic hidden source of recompiles: pass it as a
+    tensor if it varies.""",
+)
+def _(ns):
+    return str(_compiles(ns["scaled"], ns["calls"]))
+
+
+@predict(
+    "04.automatic_dynamic",
+    "With default settings, how many times does `torch.compile(double)` compile for sizes 4, 8, 16, 32?",
+    ("1", "2", "3", "4"),
+    """
+    def double(x):
+        return x * 2
+
+    calls = [(torch.randn(n),) for n in (4, 8, 16, 32)]
+    """,
+    """The first call compiles a static graph for size 4. Size 8 fails its size guard, and instead of a
+    second static graph Dynamo recompiles once with that dimension symbolic (automatic dynamic); 16 and 32
+    reuse it. Two compiles in all; `dynamic=False` would compile four times, `dynamic=True` once.""",
+)
+def _(ns):
+    return str(_compiles(ns["double"], ns["calls"]))
+
+
+@predict(
+    "04.zero_one",
+    "With `dynamic=True`, how many times does `double` compile for sizes 4, 1, 8, 16?",
+    ("1", "2", "3", "4"),
+    """
+    def double(x):
+        return x * 2
+
+    calls = [(torch.randn(n),) for n in (4, 1, 8, 16)]
+    compile_kwargs = {"dynamic": True}
+    """,
+    """By default even a dynamic graph assumes sizes of at least 2, because sizes 0 and 1 change
+    broadcasting semantics: Dynamo specialises them (0/1 specialisation). Size 1 therefore gets its own
+    graph, and 4, 8 and 16 share the dynamic one: two compiles. `mark_unbacked` on the dimension, or
+    `backed_size_oblivious=True`, would give one graph for all four.""",
+)
+def _(ns):
+    return str(_compiles(ns["double"], ns["calls"], **ns["compile_kwargs"]))
+
+
+@predict(
+    "04.duck_sizing",
+    "With `dynamic=True`, does the second call (a 40 x 6 batch after a 6 x 6 one) recompile?",
+    ("yes", "no"),
+    """
+    def gram_rows(x):
+        return torch.tanh(x @ x.T).sum(dim=1)
+
+    calls = [(torch.randn(6, 6),), (torch.randn(40, 6),)]
+    compile_kwargs = {"dynamic": True}
+    """,
+    """Duck sizing: dynamic dimensions that are equal when the graph compiles share one symbol, and the
+    graph carries a guard that they stay equal. The first 6 x 6 batch ties both dimensions together, so a
+    40 x 6 batch fails that guard and compiles again. `torch.fx.experimental._config.use_duck_shape =
+    False` turns duck sizing off; warming up with a non-square batch avoids it.""",
+)
+def _(ns):
+    return _yes(_compiles(ns["gram_rows"], ns["calls"], **ns["compile_kwargs"]) > 1)
+
+
+@predict(
+    "04.requires_grad",
+    "Does the second call recompile?",
+    ("yes", "no"),
+    """
+    def scaled(x, k):
+        return x * k + 1
+
+    calls = [(torch.randn(4, 8), 2), (torch.randn(4, 8, requires_grad=True), 2)]
+    """,
+    """A graph's tensor guard checks dtype, device, size, stride and `requires_grad`. The second input
+    needs autograd, which the first graph was not compiled for, so the guard fails and Dynamo compiles a
+    new graph. `TORCH_LOGS=recompiles` names the failing guard.""",
+)
+def _(ns):
+    return _yes(_compiles(ns["scaled"], ns["calls"]) > 1)
+
+
+@predict(
+    "04.recompile_limit",
+    "With `recompile_limit=2`, how many graphs does the counting backend receive for four calls with four different dtypes?",
+    ("1", "2", "3", "4"),
+    """
+    def double(x):
+        return x * 2
+
+    dtypes = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+    calls = [(torch.ones(4, dtype=d),) for d in dtypes]
+    config = {"recompile_limit": 2}
+    """,
+    """Each new dtype needs a new graph, but once a function holds `recompile_limit` graphs Dynamo
+    compiles no more for it (warning once): only two graphs are compiled, and the float16 and bfloat16
+    calls, which no graph accepts, run eagerly, still correct. A float32 or float64 call would still run
+    its compiled graph. The old name `cache_size_limit` is an alias.""",
+)
+def _(ns):
+    import torch
+
+    with torch._dynamo.config.patch(**ns["config"]):
+        return str(_compiles(ns["double"], ns["calls"]))
+
+
+concept(
+    "04.fail_on_recompile",
+    "How do you make a serving process fail loudly if anything recompiles after warm-up?",
+    'torch.compiler.set_stance("fail_on_recompile")',
+    """After warming up every expected shape, `torch.compiler.set_stance("fail_on_recompile")` turns any
+    further recompile into an error instead of a silent slow call; `set_stance("default")` restores normal
+    behaviour. Together with `TORCH_LOGS=recompiles` it proves a service never recompiles.""",
+    choices=(
+        'torch.compiler.set_stance("fail_on_recompile")',
+        "torch._dynamo.config.recompile_limit = 0",
+        "torch.compile(fullgraph=True)",
+        "torch._dynamo.reset()",
+    ),
+)
+
+concept(
+    "04.mark_dynamic",
+    "How do you make dimension 0 of one input dynamic from the very first compile, without `dynamic=True` for everything?",
+    "torch._dynamo.mark_dynamic(x, 0)",
+    """`torch._dynamo.mark_dynamic(x, 0)` tells Dynamo up front that dimension 0 of this input will vary, so
+    the first compile already produces a dynamic graph and later sizes never recompile (except 0 and 1).
+    Without it, automatic dynamic needs one recompile to discover that the size changes.""",
+    choices=("torch._dynamo.mark_dynamic(x, 0)", "x.contiguous()", "torch.export.Dim('batch')", "torch._check(x.size(0) > 1)"),
+)
+
+concept(
+    "04.slow_over_time",
+    "A compiled model gets slower over time in production. What is the likely cause?",
+    "recompiles: guards keep failing, then past recompile_limit new inputs run eagerly",
+    """New batch sizes, dtypes or Python values keep failing guards, and each recompile compiles a new
+    graph: cheaper than the process's first compile, which also pays one-time work such as importing
+    Inductor, but worth many cache-hit calls. Once `recompile_limit` graphs exist every input no graph
+    accepts runs eagerly (the compiled graphs keep serving the inputs they accept). Read
+    `TORCH_LOGS=recompiles`, make the varying dimension dynamic or bucket sizes, and pin it down with
+    `set_stance("fail_on_recompile")`.""",
+    choices=(
+        "recompiles: guards keep failing, then past recompile_limit new inputs run eagerly",
+        "the compiled graph leaks memory",
+        "Inductor's cache expires",
+    ),
+)
+
+@predict(
+    "04.static_off",
+    "With `torch._dynamo.config.assume_static_by_default = False`, how many times does `double` compile for sizes 4, 1, 8?",
+    ("1", "2", "3"),
+    """
+    def double(x):
+        return x * 2
+
+    calls = [(torch.randn(n),) for n in (4, 1, 8)]
+    config = {"assume_static_by_default": False}
+    """,
+    """Sizes are symbolic from the first compile, as with `dynamic=True`, so 4 and 8 share one graph; but
+    0/1 specialisation still gives size 1 a graph of its own: two compiles. Turning off
+    `automatic_dynamic_shapes` instead would make every new size a new static graph.""",
+)
+def _(ns):
+    import torch
+
+    with torch._dynamo.config.patch(**ns["config"]):
+        return str(_compiles(ns["double"], ns["calls"]))
+
+
+@predict(
+    "04.precision_recompile",
+    "The compiled `matmul` is called once at each precision level, in this order. How many graphs does the counting backend receive?",
+    ("1", "2", "3"),
+    """
+    def matmul(a, b):
+        return a @ b
+
+    a = torch.randn(4, 4)
+    levels = ("highest", "high", "medium")  # torch.set_float32_matmul_precision(level) before each call
+    """,
+    """Dynamo guards every graph on global state, and that includes the CUDA matmul precision
+    (`torch.backends.cuda.matmul.allow_tf32`). Going from "highest" to "high" changes it (the recompile
+    reason reads `GLOBAL_STATE changed: allow_tf32`, or `cuda_matmul_precision` from torch 2.15), so the
+    second call compiles again; "high" to "medium" leaves it True (only oneDNN's CPU
+    setting moves to bf16), so the third call reuses the graph: two graphs. Set the level once, before
+    compiling.""",
+)
+def _(ns):
+    import torch
+
+    from .. import probes
+
+    backend = probes.CountingBackend()
+    compiled = torch.compile(ns["matmul"], backend=backend)
+    before = probes.fp32_precision_state()  # restored exactly: set_float32_matmul_precision cannot go back to unset
+    try:
+        for level in ns["levels"]:
+            torch.set_float32_matmul_precision(level)
+            compiled(ns["a"], ns["a"])
+    finally:
+        probes.set_fp32_precision_state(before)
+    return str(backend.compiles)
+
+
+concept(
+    "04.freezing_stale",
+    "A model with an `nn.Linear` is compiled with Inductor and `torch._inductor.config.freezing = True` under `torch.no_grad()`, on CPU. Then `model.fc.weight.mul_(2)` runs. What does the next call of the compiled model return?",
+    "the output of the old weight: freezing made it a constant of the compiled graph",
+    """Freezing turns parameters into constants of the graph for inference; on CPU Inductor hands the
+    Linear's weight to MKL/oneDNN as a packed copy made at compile time (`_frozen_param` in the output
+    code), so an in-place update never reaches it and the answer is silently stale. Without freezing the
+    parameters are graph inputs and the update shows at once. Lesson 04 section 9 measures both, and shows
+    a parameter used as it is (no repacking) still following: which ones go stale is Inductor's choice.
+    After changing weights, `torch._dynamo.reset()` and compile again.""",
+    choices=(
+        "the output of the old weight: freezing made it a constant of the compiled graph",
+        "the output of the new weight: compiled code always reads the live parameters",
+        "it recompiles, because a guard on the weight's values fails",
+        "an error: frozen parameters cannot be modified",
+    ),
+)
+
+
+concept(
+    "04.cpp_wrapper",
+    "What does `torch._inductor.config.cpp_wrapper = True` change?",
+    "the wrapper that allocates buffers and calls the kernels is generated in C++ instead of Python",
+    """Inductor's output is kernels plus a wrapper (the `call` function) that checks inputs, allocates
+    buffers and launches the kernels in order. `cpp_wrapper` generates that wrapper in C++ and builds it
+    with the kernels: every cold compile costs more, and the per-call saving, Python glue only, shows up
+    only when kernels are tiny, if at all (lesson 04 section 9 measures both). It is not AOTInductor:
+    the result still lives inside `torch.compile`, and on CPU the kernels were C++ all along.""",
+    choices=(
+        "the wrapper that allocates buffers and calls the kernels is generated in C++ instead of Python",
+        "the kernels are generated in C++ instead of Triton on every device",
+        "the model is compiled ahead of time into a shared library for deployment without Python",
+        "Dynamo's guards are evaluated in C++ instead of Python",
+    ),
+)

@@ -1,0 +1,182 @@
+"""Lesson 06 (dynamic shapes): its interview drills, registered on import."""
+from __future__ import annotations
+
+from .bank import concept, predict
+from .measure import _succeeds, _yes
+
+
+@predict(
+    "06.static_default",
+    "Does calling `ep.module()` on a batch of 8 work, or raise an error?",
+    ("works", "error"),
+    """
+    model = torch.nn.Linear(8, 2)
+    ep = torch.export.export(model, (torch.randn(4, 8),))
+    batch_of_8 = torch.randn(8, 8)
+    """,
+    """torch.export is static by default: every example size becomes a constant, and the module returned
+    by `ep.module()` checks its inputs and refuses other sizes. Mark the batch dynamic with
+    `dynamic_shapes={"input": {0: Dim("batch")}}` (or a tuple in argument order) and an example batch of
+    at least 2.""",
+)
+def _(ns):
+    return _succeeds(lambda: ns["ep"].module()(ns["batch_of_8"]))
+
+
+@predict(
+    "06.auto_batch1",
+    "Exported from a batch-1 example with `Dim.AUTO`, is the batch dimension dynamic in the program?",
+    ("yes", "no"),
+    """
+    from torch.export import Dim
+
+    model = torch.nn.Linear(8, 2)
+    ep = torch.export.export(model, (torch.randn(1, 8),), dynamic_shapes=({0: Dim.AUTO},))
+    batch = [n for n in ep.graph.nodes if n.op == "placeholder"][-1].meta["val"].shape[0]
+    """,
+    """0/1 specialisation: a size of 1 broadcasts, so the tracer treats it as the constant 1. `Dim.AUTO`
+    lets export decide and quietly specialises to 1, so the program accepts only batch 1; a named
+    `Dim("batch")` is a promise, and the same example makes export raise instead. Trace with an example
+    batch of 2 or more: a named `Dim` already includes batch 1 (its range starts at 0), so no `min=1`
+    is needed.""",
+)
+def _(ns):
+    import torch
+
+    return _yes(isinstance(ns["batch"], torch.SymInt))
+
+
+@predict(
+    "06.named_batch1",
+    "Exported from a batch-1 example with a named `Dim(\"batch\")`, does export succeed?",
+    ("yes", "no"),
+    """
+    from torch.export import Dim
+
+    model = torch.nn.Linear(8, 2)
+    example = (torch.randn(1, 8),)
+    shapes = ({0: Dim("batch")},)
+    """,
+    """A named `Dim` is a promise that the dimension is dynamic. With a batch-1 example the tracer
+    specialises the size to 1 (0/1 specialisation), which breaks the promise, so export raises a
+    constraint violation (with suggested fixes) instead of silently specialising the way `Dim.AUTO` does.""",
+)
+def _(ns):
+    import torch
+
+    return _yes(_succeeds(lambda: torch.export.export(ns["model"], ns["example"], dynamic_shapes=ns["shapes"])) == "works")
+
+
+@predict(
+    "06.range_constraints",
+    "How many entries does `ep.range_constraints` have?",
+    ("0", "1", "2"),
+    """
+    from torch.export import Dim
+
+    model = torch.nn.Linear(8, 2)
+    batch = Dim("batch", min=1, max=1024)
+    ep = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: batch},))
+    """,
+    """`range_constraints` holds one entry per symbolic size, with its value range: here the batch symbol
+    with its range from the `Dim`. The feature size 8 is static and needs no entry; a fully static
+    program has an empty `range_constraints`.""",
+)
+def _(ns):
+    return str(len(ns["ep"].range_constraints))
+
+
+concept(
+    "06.derived_dim",
+    "The second input is always twice as long as the first along dim 1. How do you tell export?",
+    'a derived dim: seq = Dim("seq"), then 2 * seq for the second input',
+    """Related sizes are expressed with derived dims: `seq = Dim("seq")`, then
+    `dynamic_shapes={"x": {1: seq}, "y": {1: 2 * seq}}`. Two independent `Dim`s would be a promise the
+    model cannot keep (it needs the relation), and export would fail with a constraint violation that
+    suggests exactly this fix.""",
+    choices=(
+        'a derived dim: seq = Dim("seq"), then 2 * seq for the second input',
+        "two independent Dims",
+        "Dim.STATIC on the second input",
+        "torch._dynamo.mark_dynamic on both",
+    ),
+)
+
+concept(
+    "06.torch_check",
+    "What does `torch._check(n > 0)` on a data-dependent size `n = k.item()` do in export?",
+    "gives the tracer a fact it cannot infer; kept as a runtime assertion",
+    """Data-dependent values become unbacked symbols whose ranges the tracer does not know, so guards on
+    them cannot be decided. `torch._check` states a fact the tracer uses to decide them, and the fact is
+    kept in the program as a runtime assertion.""",
+    choices=(
+        "gives the tracer a fact it cannot infer; kept as a runtime assertion",
+        "skips the check at run time",
+        "marks n as static",
+    ),
+)
+
+concept(
+    "06.auto_vs_named",
+    "`Dim.AUTO` or a named `Dim(\"b\")`: which one raises an error when the model cannot be dynamic along that dimension?",
+    'Dim("b")',
+    """A named `Dim` is a promise checked at export: if the traced program needs the size to be fixed or
+    related to another size, export raises `Constraints violated` with suggested fixes. `Dim.AUTO`
+    infers: dynamic where possible, static or narrowed otherwise, without an error. `Dim.DYNAMIC` insists
+    like a named Dim; `Dim.STATIC` fixes the size. The check covers sizes of 2 and more only: export
+    assumes a dynamic size is never 0 or 1, so a special case for size 1 is dropped without an error.""",
+    choices=("Dim.AUTO", 'Dim("b")'),
+)
+
+@predict(
+    "06.min2_checked",
+    "Does `ep.module()` accept a batch of 1 (below `min=2`), or raise an error?",
+    ("works", "error"),
+    """
+    from torch.export import Dim
+
+    model = torch.nn.Linear(8, 2)
+    ep = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: Dim("batch", min=2)},))
+    one_row = torch.randn(1, 8)
+    """,
+    """It runs. `range_constraints` records `VR[2, int_oo]`, but `ep.module()` adds a run-time check for a
+    lower bound only when it is 3 or more (`if min_val > 2` in torch/export/_unlift.py): export assumes
+    every dynamic size is at least 2 anyway, so a minimum of 1 or 2 is not checked. With `min=3`, batch 1
+    and batch 2 are refused. The upper bound `max` is always checked.""",
+)
+def _(ns):
+    return _succeeds(lambda: ns["ep"].module()(ns["one_row"]))
+
+
+@predict(
+    "06.size1_branch",
+    "At batch 1, what does the exported program do?",
+    ("raises an error", "returns what eager returns", "returns something else, without an error"),
+    """
+    from torch.export import Dim
+
+    class Standardize(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] == 1:
+                return x
+            return (x - x.mean(0)) / x.std(0, correction=0)
+
+    ep = torch.export.export(Standardize(), (torch.randn(4, 3),), dynamic_shapes=({0: Dim("batch")},))
+    one_row = torch.randn(1, 3)
+    # ep.range_constraints reads {s77: VR[0, int_oo]}: batch 1 is inside the range
+    """,
+    """While tracing, export assumes each dynamic size is at least 2 and never checks 0 or 1, so it decided
+    `x.shape[0] == 1` as false for every size: the graph holds only the second branch, and at batch 1 it
+    divides 0 by 0 (NaN) where eager returns the row. No error at export, none at run time. Keep the case
+    with `torch.cond(x.shape[0] == 1, ...)` or `torch.where` on the size; `Dim("batch", min=2)` and
+    `torch._check(x.shape[0] != 1)` change nothing at run time.""",
+)
+def _(ns):
+    import torch
+
+    try:
+        got = ns["ep"].module()(ns["one_row"])
+    except Exception:
+        return "raises an error"
+    want = ns["Standardize"]()(ns["one_row"])
+    return "returns what eager returns" if torch.allclose(got, want) else "returns something else, without an error"
