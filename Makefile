@@ -21,7 +21,7 @@ export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
 export JUPYTER_PREFER_ENV_PATH := 1
 export PYTHONWARNINGS := ignore::DeprecationWarning:jupyter_client.connect
 
-.PHONY: setup lab test test-fast build grade clean
+.PHONY: setup lab test test-fast test-browser build grade clean
 setup: $(STAMP)
 
 # Idempotent: the venv is made once; the install reruns only when the pins or the package change.
@@ -30,7 +30,7 @@ $(STAMP): constraints.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	sed 's/^torch==.*/torch==$(TORCH)/' constraints.txt > $(VENV)/constraints.txt
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt torch==$(TORCH)
-	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[lab,test]'
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[lab,test,browser]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (compile-export)" >/dev/null
 	@touch $(STAMP)
 
@@ -55,11 +55,18 @@ NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-saniti
 test: export TORCHINDUCTOR_VEC_ISA_OK := 1
 test: setup
 	$(PY) -m grader build --check
-	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder $(NBVAL) tests solutions
+	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder $(NBVAL) --ignore=tests/browser tests solutions
+
+# The course in a real browser: JupyterLab 4 driven by Playwright with the system's Chromium (Debian and
+# Ubuntu: apt-get install chromium; CHROMIUM=/path overrides), for lessons 00, 01, 04 and 09. .ci/run
+# runs it after `make test`. Screenshots of failures go to browser-artifacts/.
+test-browser: export TORCHINDUCTOR_VEC_ISA_OK := 1
+test-browser: setup
+	$(PY) -m pytest -p no:xdist -q tests/browser
 
 # Everything but whole-notebook execution.
 test-fast: setup
-	$(PY) -m pytest -m "not notebooks" tests
+	$(PY) -m pytest -m "not notebooks" --ignore=tests/browser tests
 
 grade: setup
 	$(PY) -m grader grade $(DIR) --out grades.csv
