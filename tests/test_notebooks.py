@@ -59,3 +59,13 @@ def test_committed_solution_outputs_are_clean_and_keep_plots(lesson):
                 assert not pattern.search(text), f"{pattern.pattern!r} in output of: {c.source[:80]}"
         if "grader.figure(" in c.source:
             assert any("image/png" in o.get("data", {}) for o in c.outputs), f"plot lost: {c.source[:80]}"
+
+
+def test_shortened_warning_lines_end_at_a_word():
+    """Lesson 05 prints the first line of each warning torch.jit.trace gives, shortened: at a word boundary,
+    marked with an ellipsis, never cut mid-word (a browser run found "We can't record the d")."""
+    nb = nbformat.read(str(SOLUTIONS / "05_torch_export.ipynb"), as_version=4)
+    lines = [line for c in nb.cells if c.cell_type == "code" for out in c.outputs
+             for line in out.get("text", "").splitlines() if re.match(r"\w+Warning - ", line)]
+    assert len(lines) >= 2, lines
+    assert all(line.endswith((" ...", ".")) for line in lines), lines
