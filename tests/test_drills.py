@@ -33,7 +33,7 @@ def wrong_answer(drill, truth):
 
 def test_registry_covers_every_lesson_with_both_kinds():
     every = drills.drills()
-    assert len(every) >= 30
+    assert len(every) >= 80
     assert len({d.id for d in every}) == len(every)
     per_lesson = collections.Counter(d.lesson for d in every)
     assert set(LESSONS) <= set(per_lesson), per_lesson
@@ -48,6 +48,17 @@ def test_registry_covers_every_lesson_with_both_kinds():
             assert d.answer is None and d.compute is not None and d.snippet.strip() and len(d.choices) >= 2, d.id
         else:
             assert d.answer and (not d.choices or d.answer in d.choices), d.id
+
+
+def test_concept_questions_have_four_options_and_new_forms_are_used():
+    with_choices = [d for d in drills.drills(kind="concept") if d.choices]
+    four = [d for d in with_choices if len(d.choices) >= 4]
+    assert len(four) >= 0.85 * len(with_choices), sorted(d.id for d in with_choices if len(d.choices) < 4)
+    forms = collections.Counter(d.form for d in drills.drills(kind="predict"))
+    assert set(forms) == set(drills.FORMS) and all(forms[f] >= 3 for f in drills.FORMS), forms
+    assert all(d.form == "snippet" for d in drills.drills(kind="concept"))
+    with pytest.raises(ValueError):
+        drills.Drill("03.x", "03", "concept", "q?", "e", ("a", "b"), answer="a", form="break_line")
 
 
 def test_concept_keys_are_not_always_in_the_same_position():
@@ -67,10 +78,11 @@ def test_answers_are_matched_by_letter_number_or_text():
 
 # --- every predict drill has a live answer --------------------------------------------------------------
 
-def test_verify_every_predict_drill_has_a_well_defined_live_answer(capsys):
-    assert run_cli(["--verify"]) == 0
+@pytest.mark.parametrize("lesson", sorted({d.lesson for d in drills.drills(kind="predict")}))
+def test_verify_every_predict_drill_has_a_well_defined_live_answer(lesson, capsys):
+    assert run_cli(["--verify", "--lesson", lesson]) == 0
     out = capsys.readouterr().out
-    for d in drills.drills(kind="predict"):
+    for d in drills.drills(lesson, kind="predict"):
         line = next(l for l in out.splitlines() if l.startswith(d.id + ": "))
         answer = line.split(": ", 1)[1].rsplit("   (", 1)[0]
         assert answer in d.choices, line
@@ -83,6 +95,30 @@ def test_verify_fails_on_a_drill_whose_answer_is_not_a_choice():
                           compute=lambda: 1 / 0)
     rows = drills.verify([bad, broken])
     assert "not one of" in rows[0].problem and "ZeroDivisionError" in rows[1].problem
+
+
+def test_break_line_drills_number_the_lines_dynamo_reports():
+    drill = drills.get("03.spot_tolist")
+    lines = drills.snippet_lines(drill)
+    numbered = {line.split()[0]: line for line in lines}
+    assert list(numbered) == [str(n) for n in range(1, len(drill.snippet.splitlines()) + 1)]
+    assert all(line in drills.render(drill) for line in lines)
+    truth = drills.answer_of(drill)  # the first break reason's line, from explain on the installed torch
+    assert truth in drill.choices and "tolist" in numbered[truth]
+
+
+def test_export_errors_and_onnx_ops_map_to_the_choice_that_names_them():
+    choices = ('UserError: "specialized it to be a constant" (a comment)', 'UserError: "must always be equal" (x)',
+               "RuntimeError: shape '[4, 3, 2]' is invalid", "no error: it works")
+    message = "Constraints violated (b)! The values of b = L['y'].size()[0] and a must always be equal"
+    assert drills.bank._which_error(choices, ("UserError", message)) == choices[1]
+    assert drills.bank._which_error(choices, None) == choices[3]
+    missed = drills.bank._which_error(choices, ("TypeError", "something else"))
+    assert missed not in choices and missed.startswith("TypeError: ")
+    ops = ("Gemm", "MatMul, Add", "Conv, BatchNormalization, Relu", "an export error")
+    assert drills.bank._which_ops(ops, ["Add", "MatMul"]) == "MatMul, Add"
+    assert drills.bank._which_ops(ops, ["Conv", "Relu"]) == "Conv, Relu" not in ops
+    assert drills.bank._which_ops(ops, "an export error") == "an export error"
 
 
 def test_predict_answers_are_computed_each_time_not_stored(monkeypatch):

@@ -25,10 +25,12 @@ and ``widget`` (the notebook quiz). Everything is re-exported here, so ``from gr
 from __future__ import annotations
 
 from .bank import (  # noqa: F401  (re-exported)
-    DRILLS, KINDS, Drill, Verified, _add, _clean, _namespace, answer_of, concept, drills, feedback, get, is_correct,
-    normalize, predict, quietly, render, resolve, select, verify,
+    DRILLS, FORMS, KINDS, Drill, Verified, _add, _clean, _namespace, answer_of, concept, drills, feedback, get, is_correct,
+    normalize, predict, quietly, render, resolve, select, snippet_lines, verify,
 )
-from .measure import _compiles, _fullgraph_ok, _graphs, _onnx, _ort, _succeeds, _tmpdir, _yes  # noqa: F401
+from .measure import (  # noqa: F401
+    _compiles, _export_error, _first_break_line, _fullgraph_ok, _graphs, _onnx, _onnx_ops, _ort, _succeeds, _tmpdir, _yes,
+)
 from . import lesson00, lesson01, lesson02, lesson03, lesson04, lesson05, lesson06, lesson07, lesson08  # noqa: F401  (registers)
 from .player import add_arguments, main, parser, play, run, _isatty, _score, _torch_version  # noqa: F401
 from .widget import quiz, _widget_quiz  # noqa: F401

@@ -15,6 +15,15 @@ from typing import Callable, Iterable, Sequence
 
 KINDS = ("predict", "concept")
 
+# What a predict drill asks of you. All are answered live, by running the snippet on the installed torch.
+FORMS = {
+    "snippet": "predict, then verify",
+    "model": "read the model: predict graphs, breaks or recompiles",
+    "break_line": "spot the line that breaks the graph",
+    "export_error": "predict the export error",
+    "onnx_ops": "predict the ONNX graph's op types",
+}
+
 
 @dataclass(frozen=True)
 class Drill:
@@ -32,6 +41,7 @@ class Drill:
     compute: Callable[[], str] | None = field(default=None, compare=False, repr=False)
     answer: str | None = None
     accept: tuple[str, ...] = ()
+    form: str = "snippet"
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -42,6 +52,8 @@ class Drill:
             raise ValueError(f"{self.id}: a predict drill has choices and a compute function, and stores no answer")
         if self.kind == "concept" and (self.answer is None or (self.choices and self.answer not in self.choices)):
             raise ValueError(f"{self.id}: a concept drill needs an answer key among its choices")
+        if self.form not in FORMS or (self.form != "snippet" and self.kind != "predict"):
+            raise ValueError(f"{self.id}: form must be one of {tuple(FORMS)}, and only predict drills have another than 'snippet'")
 
 
 # --- running snippets quietly -----------------------------------------------------------------------
@@ -140,16 +152,55 @@ def _clean(text: str) -> str:
     return " ".join(textwrap.dedent(text).split())
 
 
-def predict(id: str, question: str, choices: Sequence[str], snippet: str, explanation: str):
-    """Register a predict drill; the decorated function receives the snippet's namespace and measures."""
+def predict(id: str, question: str, choices: Sequence[str], snippet: str, explanation: str, form: str = "snippet"):
+    """Register a predict drill; the decorated function receives the snippet's namespace and measures.
+    ``form`` says what is asked (``FORMS``). An ``export_error`` drill's measure returns what the export
+    raised (``measure._export_error``), and the answer is the choice that names it (``_which_error``); an
+    ``onnx_ops`` drill's measure returns the ONNX graph's op types and the answer is the choice listing them
+    (``_which_ops``). A
+    ``break_line`` drill's snippet is shown with line numbers counted from its first line, the numbers
+    Dynamo reports for it (the snippet is compiled as ``<drill>``)."""
     source = textwrap.dedent(snippet).strip("\n") + "\n"
 
     def register(measure: Callable[[dict], str]) -> Callable[[dict], str]:
+        if form == "export_error":  # the measure returns what was raised; the choice naming it is the answer
+            compute = lambda: _which_error(choices, measure(_namespace(source)))  # noqa: E731
+        elif form == "onnx_ops":  # the measure returns the graph's op types; the choice listing them is the answer
+            compute = lambda: _which_ops(choices, measure(_namespace(source)))  # noqa: E731
+        else:
+            compute = lambda: measure(_namespace(source))  # noqa: E731
         _add(Drill(id, id[:2], "predict", _clean(question), _clean(explanation), tuple(choices), source,
-                   compute=lambda: measure(_namespace(source))))
+                   compute=compute, form=form))
         return measure
 
     return register
+
+
+def _which_error(choices, outcome) -> str:
+    """The choice naming ``outcome`` (from ``measure._export_error``): for None, the one choice starting "no error";
+    otherwise the choice "TypeName: key phrase (comment)" whose type name matches and whose key phrase (up to
+    " (", quotes dropped) appears in the message. Anything else comes back as "TypeName: message", which is no choice, so
+    ``verify`` reports the drill."""
+    if outcome is None:
+        quiet = [c for c in choices if c.startswith("no error")]
+        return quiet[0] if len(quiet) == 1 else "no error"
+    name, message = outcome
+    for choice in choices:
+        kind, _, rest = choice.partition(": ")
+        if kind == name and rest.split(" (")[0].strip('"').lower() in message.lower():
+            return choice
+    return f"{name}: {message[:150]}"
+
+
+def _which_ops(choices, ops) -> str:
+    """The choice listing the op types ``ops`` ("Conv, Relu"), in any order; a choice that is not a list of
+    op types (an error, say) never matches. Anything else comes back as the ops themselves: no choice."""
+    if isinstance(ops, str):  # the measure already named a choice (e.g. the export failed)
+        return ops
+    for choice in choices:
+        if sorted(op.strip() for op in choice.split(",")) == sorted(ops):
+            return choice
+    return ", ".join(ops)
 
 
 def concept(id: str, question: str, answer: str, explanation: str, choices: Sequence[str] = (), accept: Sequence[str] = ()):
@@ -216,15 +267,23 @@ def verify(selection: Iterable[Drill] | None = None) -> list[Verified]:
 def render(drill: Drill, number: int | None = None, total: int | None = None) -> str:
     """A drill as plain text: header, question, snippet, numbered choices."""
     head = f"[{number}/{total}] " if number is not None else ""
-    lines = [f"{head}{drill.id}  (lesson {drill.lesson}, {'predict, then verify' if drill.kind == 'predict' else 'concept'})"]
+    lines = [f"{head}{drill.id}  (lesson {drill.lesson}, {FORMS[drill.form] if drill.kind == 'predict' else 'concept'})"]
     lines += textwrap.wrap(drill.question, 100)
     if drill.snippet.strip():
-        lines += [""] + ["    " + line if line else "" for line in drill.snippet.strip("\n").rstrip().splitlines()] + [""]
+        lines += [""] + snippet_lines(drill) + [""]
     if drill.choices:
         lines += [f"  {chr(ord('a') + i)}) {choice}" for i, choice in enumerate(drill.choices)]
     else:
         lines.append("  (short answer)")
     return "\n".join(lines)
+
+
+def snippet_lines(drill: Drill) -> list[str]:
+    """The snippet, indented; numbered from 1 for a ``break_line`` drill (Dynamo's line numbers)."""
+    source = drill.snippet.rstrip().splitlines()
+    if drill.form == "break_line":
+        return [f"{number:>4}  {line}".rstrip() for number, line in enumerate(source, 1)]
+    return ["    " + line if line else "" for line in source]
 
 
 def feedback(drill: Drill, response: str, truth: str) -> tuple[bool, str]:

@@ -60,5 +60,6 @@ concept(
         "the check runs the truth live, so a prediction is tested against the installed torch",
         "answers are stored per torch version and compared as text",
         "running first would compile the notebook",
+        "the checks compare your prediction with the solution notebook's saved output",
     ),
 )

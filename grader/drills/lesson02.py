@@ -145,6 +145,7 @@ concept(
         "the timed call included compilation: warm up, synchronise, take a median",
         "perf_counter is too coarse for CPU work",
         "compiled models are always slower on a CPU",
+        "the default mode is not for inference: only mode=\"max-autotune\" beats eager",
     ),
 )
 
@@ -200,5 +201,62 @@ concept(
         "torch.compile(model, dynamic=True) instead of the default",
         "another torch version",
         "one Inductor option changed, e.g. fallback_random=True",
+    ),
+)
+
+
+concept(
+    "02.async_timing",
+    "On a GPU, 100 calls of the compiled model are timed with `time.perf_counter()` around the loop, without "
+    "`torch.cuda.synchronize()`, and it looks 10x faster than eager. What is the most likely explanation?",
+    "the clock stopped while kernels were still queued: it timed the launches, not the work",
+    """CUDA kernel launches are asynchronous: the Python call returns once the work is queued, so without a
+    synchronize before reading the clock a loop measures launch overhead, which is exactly what compiled
+    code reduces most. Synchronise before each clock read (or use CUDA events, or `torch.utils.benchmark`,
+    which synchronises), warm up past the compile, and compare medians. Real fused-kernel speed-ups are
+    usually far smaller than 10x; and compile time lands in the first call, so it would make compiled
+    code look slower, not faster (pytorch/torchdynamo#2008, pytorch/pytorch#104601).""",
+    choices=(
+        "the clock stopped while kernels were still queued: it timed the launches, not the work",
+        "Inductor's fusion really gives 10x on most models",
+        "the number is right, because each CUDA call blocks until its kernel finishes",
+        "the speed-up is underestimated: the loop also timed compilation",
+    ),
+)
+
+
+concept(
+    "02.suppress_errors",
+    "What does `torch._dynamo.config.suppress_errors = True` do when compilation hits an internal error?",
+    "runs that frame eagerly and logs the error, so a compiler bug can hide as a silent slowdown",
+    """With `suppress_errors` a failure inside Dynamo or the backend no longer raises: the frame falls back to
+    eager, the error goes to the log, and the program gives correct results at eager speed. PyTorch's own
+    comment on the flag: a way to get a model to work one way or another, not a fix. It does not remove
+    graph breaks (they were never errors), it is not a warnings filter, and nothing is retried: the frame
+    simply is not compiled. Leave it off and read the error.""",
+    choices=(
+        "runs that frame eagerly and logs the error, so a compiler bug can hide as a silent slowdown",
+        "removes graph breaks by running unsupported code inside the graph",
+        "silences compiler warnings; errors still raise",
+        "retries compilation with the eager backend and keeps the graph",
+    ),
+)
+
+
+concept(
+    "02.reset_cache",
+    "What does `torch._dynamo.reset()` clear?",
+    "Dynamo's in-process state: compiled code, guards and counters; Inductor's on-disk caches stay",
+    """`reset()` forgets what this process compiled: the cached graphs and guards attached to each function's
+    code, recompile counts, and similar in-memory state, so the next call traces again. The caches on disk
+    (`TORCHINDUCTOR_CACHE_DIR`: the FX graph cache, compiled kernels, autotuning results) are untouched,
+    so that next compile can still hit them and skip code generation: a "cold" measurement after
+    `reset()` is warm on disk. Use a fresh cache directory (or `torch._inductor.utils.fresh_cache()`) to
+    measure a cold compile.""",
+    choices=(
+        "Dynamo's in-process state: compiled code, guards and counters; Inductor's on-disk caches stay",
+        "everything, the on-disk Inductor cache included",
+        "only the recompile counters; compiled graphs stay cached",
+        "nothing in a running process: it takes effect at the next start",
     ),
 )

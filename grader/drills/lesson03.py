@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _fullgraph_ok, _graphs, _yes
+from .measure import _first_break_line, _fullgraph_ok, _graphs, _yes
 
 
 @predict(
@@ -299,4 +299,190 @@ concept(
     of each. `chromium_event` records are timing events, many per compile. `tlparse` turns the log into an
     HTML report.""",
     choices=("dynamo_output_graph", "dynamo_start", "compilation_metrics", "chromium_event"),
+)
+
+
+# --- spot the line that breaks the graph (the answer: the first break's line in explain's report) ------
+
+@predict(
+    "03.spot_logging",
+    "Which line breaks the graph first when `f(torch.randn(8))` is compiled? (Lines are numbered as Dynamo "
+    "reports them; \"none\" if nothing breaks.)",
+    ("8", "10", "12", "none"),
+    """
+    import logging
+    import time
+
+    log = logging.getLogger("drills")
+
+
+    def f(x):
+        start = time.time()
+        y = torch.relu(x) * 2
+        if y.shape[0] > 4:
+            y = y[:4]
+        log.info("relu done")
+        return y.sum()
+    """,
+    """The logger call on line 12: Dynamo does not trace `logging.Logger` methods outside export ("logging.Logger
+    method not supported for non-export cases"), so the graph ends there and the logging runs in Python.
+    `time.time()` is traced (its value becomes a constant of the graph), and a branch on a size is decided
+    from the shape while tracing, guarded, not a break. Rule of thumb: branches on shapes specialise,
+    branches on values break. To keep logging inside compiled code, list the function in
+    `torch._dynamo.config.reorderable_logging_functions`, or log outside the compiled region.""",
+    form="break_line",
+)
+def _(ns):
+    import torch
+
+    return _first_break_line(ns["f"], torch.randn(8))
+
+
+@predict(
+    "03.spot_tolist",
+    "Which line breaks the graph first when `f(torch.randn(8))` is compiled? (\"none\" if nothing breaks.)",
+    ("5", "6", "7", "8"),
+    """
+    import numpy as np
+
+
+    def f(x):
+        a = np.tanh(x.numpy())
+        y = torch.from_numpy(a) * 2
+        n = len(y)
+        scale = y.tolist()[0]
+        return y / scale
+    """,
+    """Line 8. The NumPy round trip on lines 5 and 6 is traced through `torch._numpy` and becomes ordinary graph
+    ops, and `len(y)` is the size of a known shape. `tolist()` on a float tensor turns data into Python
+    numbers, which Dynamo does not trace (gb0109, "Tensor.tolist() with non-integer tensor"), so the
+    graph ends there. Index the tensor instead (`y[0]`) and the whole function is one graph.""",
+    form="break_line",
+)
+def _(ns):
+    import torch
+
+    return _first_break_line(ns["f"], torch.randn(8))
+
+
+@predict(
+    "03.spot_branch",
+    "Which line breaks the graph first when `f(torch.randn(8))` is compiled? (\"none\" if nothing breaks.)",
+    ("5", "7", "8", "9"),
+    """
+    import warnings
+
+
+    def f(x, scale=2.0):
+        if not isinstance(scale, float):
+            raise TypeError("scale must be a float")
+        y = x * scale
+        if (y < 0).any():
+            warnings.warn("negative values")
+        return y.clamp(min=0)
+    """,
+    """Line 8: `if (y < 0).any():` needs the value of a tensor to pick a branch, and a traced tensor has none,
+    so Dynamo ends the graph before the jump (a data-dependent branch, gb0170). The `isinstance` check on a
+    Python float is decided while tracing and guarded; `warnings.warn` would break too, but only runs
+    after the branch was already taken in Python. Replace the check with a tensor op (`torch.where`, or
+    `torch._assert_async`) or move it out of the compiled function.""",
+    form="break_line",
+)
+def _(ns):
+    import torch
+
+    return _first_break_line(ns["f"], torch.randn(8))
+
+
+@predict(
+    "03.spot_mask",
+    "Which line breaks the graph first when `f(torch.randn(8))` is compiled? (\"none\" if nothing breaks.)",
+    ("3", "4", "5", "none"),
+    """
+    def f(scores, threshold=0.5):
+        probs = torch.sigmoid(scores)
+        keep = probs > threshold
+        picked = probs[keep]
+        total = picked.sum()
+        return total / keep.sum()
+    """,
+    """Line 4. Indexing with a boolean mask returns as many elements as the mask has `True` values: the output's
+    size depends on the data (a `nonzero` under the hood), and by default Dynamo ends the graph at such a
+    "dynamic shape operator". The comparison on line 3 is elementwise with a known shape. Either set
+    `torch._dynamo.config.capture_dynamic_output_shape_ops = True` (the size becomes an unbacked symbol)
+    or keep shapes static: `torch.where(keep, probs, 0).sum()`.""",
+    form="break_line",
+)
+def _(ns):
+    import torch
+
+    return _first_break_line(ns["f"], torch.randn(8))
+
+
+# --- read a model ------------------------------------------------------------------------------------
+
+@predict(
+    "03.model_debug_print",
+    "How many graphs does `torch._dynamo.explain(Block())(torch.randn(2, 8))` report?",
+    ("1", "2", "3", "4"),
+    """
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(8, 8)
+            self.fc2 = torch.nn.Linear(8, 8)
+            self.debug = True
+
+        def forward(self, x):
+            h = torch.relu(self.fc1(x))
+            if self.debug:
+                print("hidden norm", h.norm().item())
+            return self.fc2(h) + x
+    """,
+    """Two. `if self.debug:` is a Python bool on the module, decided while tracing (and guarded), not a break.
+    The debug line has two breaks: `.item()` ends the first graph (fc1, relu, norm), and `print` breaks
+    again but with no tensor work between them it ends no graph; the rest (fc2 and the residual) is the
+    second graph. Counting every break as a graph gives 3, which is why `explain`'s count is the one to
+    trust; set `self.debug = False` (a recompile, not a break) and it is one graph.""",
+    form="model",
+)
+def _(ns):
+    import torch
+
+    return str(_graphs(ns["Block"](), torch.randn(2, 8)))
+
+
+concept(
+    "03.fullgraph_meaning",
+    "What does `torch.compile(model, fullgraph=True)` guarantee?",
+    "the first graph break raises an error instead of splitting the function into several graphs",
+    """`fullgraph=True` turns a graph break into an error (with the break's reason), so a function that compiles
+    is captured as one graph. It says nothing about recompiles: guards still fail on new shapes, dtypes or
+    Python values and compile new graphs (that is `set_stance("fail_on_recompile")`). It does not merge
+    forward and backward (AOTAutograd traces the backward separately), and it does not make every Python
+    construct traceable: it only reports the ones that are not.""",
+    choices=(
+        "the first graph break raises an error instead of splitting the function into several graphs",
+        "the function never recompiles: one graph serves every input",
+        "forward and backward are captured as one joint graph",
+        "Dynamo inlines and traces every Python call, so nothing can break",
+    ),
+)
+
+
+concept(
+    "03.break_cost",
+    "A compiled function has one graph break in the middle. What happens when it runs?",
+    "two compiled graphs run, with the code at the break run by Python between them",
+    """Dynamo compiles the code before the break as one graph, runs the unsupported part in ordinary Python, and
+    resumes with a second graph (a resume function compiled on first use). The cost is real but local:
+    fusion cannot cross the break, each graph has its own guards and call overhead, and intermediates are
+    materialised at the boundary. It is a common belief that a single break makes the whole function run
+    eagerly; that is what `torch.compiler.disable` or a skipped frame does, not a break.""",
+    choices=(
+        "two compiled graphs run, with the code at the break run by Python between them",
+        "the whole function falls back to eager mode",
+        "it recompiles on every call",
+        "the backend receives one graph, with the break as a Python callback node",
+    ),
 )

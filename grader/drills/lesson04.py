@@ -163,6 +163,7 @@ concept(
         "recompiles: guards keep failing, then past recompile_limit new inputs run eagerly",
         "the compiled graph leaks memory",
         "Inductor's cache expires",
+        "guard checks slow down as more calls go through the same graph",
     ),
 )
 
@@ -256,5 +257,160 @@ concept(
         "the kernels are generated in C++ instead of Triton on every device",
         "the model is compiled ahead of time into a shared library for deployment without Python",
         "Dynamo's guards are evaluated in C++ instead of Python",
+    ),
+)
+
+
+# --- read a model: how many compiles? (counted with a counting backend) --------------------------------
+
+@predict(
+    "04.model_call_counter",
+    "How many times does `torch.compile(model)` compile over four calls with inputs of the same shape?",
+    ("1", "2", "4", "8"),
+    """
+    class Scaler(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return self.fc(x) * 2
+
+    model = Scaler()
+    calls = [(torch.randn(4, 8),) for _ in range(4)]
+    """,
+    """Four: one per call. An int attribute of an nn.Module is treated as a constant and guarded by value
+    (`self.calls == 0`), and `forward` changes it, so every call fails the previous graph's guard and
+    compiles again, until `recompile_limit` (8) graphs exist and further calls run eagerly. The recompile
+    log says so, with a hint: keep counters out of `forward`, make them a tensor buffer (`self.calls += 1`
+    on a 0-d tensor compiles once), or set `torch._dynamo.config.allow_unspec_int_on_nn_module = True`.""",
+    form="model",
+)
+def _(ns):
+    return str(_compiles(ns["model"], ns["calls"]))
+
+
+@predict(
+    "04.model_train_eval",
+    "The compiled model is called four times: in train mode, `model.eval()`, `model.train()`, `model.eval()` "
+    "again, same input each time. How many graphs does the counting backend receive?",
+    ("1", "2", "3", "4"),
+    """
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1), torch.nn.ReLU())
+    x = torch.randn(4, 8)
+    # compiled = torch.compile(model, backend=counting)
+    # compiled(x); model.eval(); compiled(x); model.train(); compiled(x); model.eval(); compiled(x)
+    """,
+    """Two. `training` is a Python bool that changes what the graph does (dropout or not), so each graph is
+    guarded on it: the first eval call fails the guard and compiles an eval graph. Switching back does not
+    compile again, because a function keeps every graph it compiled (up to `recompile_limit`) and runs the
+    first whose guards pass. Alternating train and eval costs one extra compile, not one per switch.""",
+    form="model",
+)
+def _(ns):
+    import torch
+
+    from .. import probes
+
+    backend = probes.CountingBackend()
+    model, x = ns["model"], ns["x"]
+    compiled = torch.compile(model, backend=backend)
+    for mode in (True, False, True, False):
+        model.train(mode)
+        compiled(x)
+    return str(backend.compiles)
+
+
+@predict(
+    "04.model_router",
+    "With default settings, how many times does `torch.compile(model)` compile for batches of 2, 3, 16, 32 and 4 rows?",
+    ("2", "3", "4", "5"),
+    """
+    class Router(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.small = torch.nn.Linear(8, 8)
+            self.large = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+
+        def forward(self, x):
+            if x.shape[0] <= 4:
+                return self.small(x)
+            return self.large(x)
+
+    model = Router()
+    calls = [(torch.randn(n, 8),) for n in (2, 3, 16, 32, 4)]
+    """,
+    """Three. Batch 2 compiles a static graph. Batch 3 fails its size guard and automatic dynamic recompiles
+    with a symbolic batch; the branch on the size is decided while tracing and becomes a guard
+    (`2 <= x.size()[0] <= 4`), so the graph holds only `small`. Batch 16 fails that guard and compiles the
+    `large` path (guarded on the size being above 4); 32 and 4 reuse the two dynamic graphs. A branch on a
+    shape never breaks the graph: it splits the input space into guarded graphs.""",
+    form="model",
+)
+def _(ns):
+    return str(_compiles(ns["model"], ns["calls"]))
+
+
+@predict(
+    "04.model_temperature",
+    "How many times does `torch.compile(model)` compile for four calls with temperatures 1.0, 0.5, 0.25 and 0.125?",
+    ("1", "2", "3", "4"),
+    """
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(8, 4)
+
+        def forward(self, x, temperature):
+            return torch.softmax(self.proj(x) / temperature, dim=-1)
+
+    model = Head()
+    calls = [(torch.randn(2, 8), t) for t in (1.0, 0.5, 0.25, 0.125)]
+    """,
+    """Two. The first graph treats the Python float as a constant and guards `temperature == 1.0`; 0.5 fails the
+    guard, and Dynamo recompiles with the float as a symbolic input (automatic dynamic, as for sizes), which
+    0.25 and 0.125 reuse. Not one compile (a float is not an input until a second value is seen) and not
+    four (Dynamo does not specialise forever). Pass a 0-d tensor if even the one recompile matters.""",
+    form="model",
+)
+def _(ns):
+    return str(_compiles(ns["model"], ns["calls"]))
+
+
+concept(
+    "04.limit_fallback",
+    "A compiled function reaches `recompile_limit` (8 graphs). What happens on torch 2.13 when a new input arrives that no graph accepts?",
+    "one warning is logged, the input runs eagerly, and inputs the 8 graphs accept still run compiled",
+    """Past the limit Dynamo compiles nothing more for that function: the first time, it logs a warning
+    ("torch._dynamo hit config.recompile_limit (8)" with the failing guard), and from then on inputs that
+    no cached graph accepts run in eager mode, correctly and silently. The existing graphs keep serving
+    their inputs (PyTorch 2.5 and earlier ran the whole function eagerly; pytorch/pytorch#135458 changed
+    that). No error unless you ask for one: `torch._dynamo.config.fail_on_recompile_limit_hit = True`, or
+    `set_stance("fail_on_recompile")` after warm-up. Nothing is evicted.""",
+    choices=(
+        "one warning is logged, the input runs eagerly, and inputs the 8 graphs accept still run compiled",
+        "a RuntimeError: the limit is a hard cap on compiles",
+        "the oldest graph is evicted and a graph for the new input is compiled",
+        "every call of the function runs eagerly from then on, the cached graphs included",
+    ),
+)
+
+
+concept(
+    "04.dynamic_true",
+    "`torch.compile(model, dynamic=True)`: can the model still recompile?",
+    "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed Python values still fail guards",
+    """`dynamic=True` makes sizes symbolic from the first compile, so new sizes of 2 and more reuse the graph.
+    Everything else is still guarded: 0 and 1 are specialised (broadcasting semantics), a tensor's dtype,
+    device and `requires_grad` are part of its guard, and Python values the code depends on (ints, flags,
+    module attributes) are constants of the graph. Branches on sizes add guards such as `s0 <= 4`.
+    `TORCH_LOGS=recompiles` names the guard that failed.""",
+    choices=(
+        "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed Python values still fail guards",
+        "no: dynamic=True makes every guard symbolic",
+        "only when the batch dimension changes: dynamic=True covers the other dimensions",
+        "no on a CPU; yes on a GPU, where CUDA graphs need static shapes",
     ),
 )

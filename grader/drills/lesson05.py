@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _succeeds, _yes
+from .measure import _export_error, _succeeds, _yes
 
 
 @predict(
@@ -70,7 +70,7 @@ concept(
     """`torch.export.export` defaults to `strict=False` (non-strict): it runs your Python normally with fake
     tensors and records the ATen ops. `strict=True` traces with TorchDynamo instead, which checks more Python
     constructs and can refuse code that non-strict accepts.""",
-    choices=("non-strict", "strict", "TorchScript"),
+    choices=("non-strict", "strict", "TorchScript", "strict for nn.Modules, non-strict for plain functions"),
 )
 
 concept(
@@ -94,6 +94,7 @@ concept(
         "records the branch the example took and silently freezes it",
         "captures both branches as an If",
         "raises an error",
+        "calls back into Python for the branch at run time",
     ),
 )
 
@@ -111,5 +112,111 @@ concept(
         "lifted to graph inputs, listed in graph_signature.input_specs",
         "baked into the graph as constants",
         "left on the Python module",
+        "in a separate weights file the program refers to by path",
+    ),
+)
+
+
+# --- which export error? (the exception torch.export raises on the installed torch) --------------------
+
+@predict(
+    "05.export_error_branch",
+    "What does `torch.export.export(Gate(), (torch.randn(4),))` (default settings) raise?",
+    ("GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
+     "Unsupported: Data-dependent branching (Dynamo's graph break, as an error)",
+     "UserError: Constraints violated (the branch specialises the input)",
+     "no error: the branch the example took is recorded"),
+    """
+    class Gate(torch.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x.sin()
+            return x.cos()
+    """,
+    """Default export is non-strict: it runs `forward` as Python on fake tensors. `x.sum() > 0` asks a fake
+    tensor for a Python bool; its value is an unbacked symbol (u0) with no example value to decide it, so
+    the symbolic-shapes layer raises `GuardOnDataDependentSymNode` ("Could not guard on data-dependent
+    expression"). `strict=True` traces with Dynamo instead and raises `Unsupported` ("Data-dependent
+    branching"), the graph break torch.compile would take. Recording the example's branch is what
+    `torch.jit.trace` did, silently. Fix: `torch.cond`.""",
+    form="export_error",
+)
+def _(ns):
+    import torch
+
+    return _export_error(lambda: torch.export.export(ns["Gate"](), (torch.randn(4),)))
+
+
+@predict(
+    "05.export_error_numpy",
+    "What does `torch.export.export(Squash(), (torch.randn(4),))` (default, non-strict) do?",
+    ("RuntimeError: .numpy() is not supported for tensor subclasses",
+     "Unsupported: NumPy call (Dynamo's graph break, as an error)",
+     "GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
+     "no error: NumPy calls are traced through torch._numpy, as in torch.compile"),
+    """
+    import numpy as np
+
+    class Squash(torch.nn.Module):
+        def forward(self, x):
+            return torch.from_numpy(np.tanh(x.numpy())) * 2
+    """,
+    """Non-strict export runs your Python on FakeTensors, a tensor subclass with shapes and no data, and
+    `.numpy()` needs data: a plain `RuntimeError` (".numpy() is not supported for tensor subclasses").
+    The NumPy tracing through `torch._numpy` that makes this a single graph under torch.compile is Dynamo's
+    (lesson 03), and `strict=True` export traces with Dynamo, so the same module exports there. For
+    non-strict export write it in torch ops (`torch.tanh`), or wrap the NumPy code as a custom op with a
+    fake implementation.""",
+    form="export_error",
+)
+def _(ns):
+    import torch
+
+    return _export_error(lambda: torch.export.export(ns["Squash"](), (torch.randn(4),)))
+
+
+@predict(
+    "05.export_error_item",
+    "What does `torch.export.export(Normalize(), (torch.randn(4),))` (default, non-strict) do?",
+    ("no error: the scalar stays in the graph as a data-dependent value",
+     "GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
+     "Unsupported: Tensor.item() (Dynamo's graph break, as an error)",
+     "RuntimeError: .item() is not supported for tensor subclasses"),
+    """
+    class Normalize(torch.nn.Module):
+        def forward(self, x):
+            peak = x.abs().max().item()
+            return x / peak
+    """,
+    """It exports. `.item()` is not a problem in itself: the value becomes an unbacked symbol, recorded as
+    `aten._local_scalar_dense` in the graph, and plain arithmetic with it stays symbolic. What fails is
+    deciding something about it in Python: `if peak > 0:` or `torch.zeros(int(peak))` needs the value
+    and raises "Could not guard on data-dependent expression" (05.export_error_branch). Under a default
+    `torch.compile`, the same `.item()` is a graph break (without `capture_scalar_outputs`).""",
+    form="export_error",
+)
+def _(ns):
+    import torch
+
+    return _export_error(lambda: torch.export.export(ns["Normalize"](), (torch.randn(4),)))
+
+
+concept(
+    "05.inferred_constant",
+    "Export with `dynamic_shapes={\"x\": {0: Dim(\"batch\")}}` and an example batch of 4 fails: \"Constraints violated (batch)! "
+    "You marked batch as dynamic but your code specialized it to be a constant (4)\" (older releases: \"batch was inferred to be a "
+    "constant\"). What does it mean?",
+    "the model's code forces that size to 4 (a reshape, a check or a loop over it), so it cannot be dynamic",
+    """While tracing, some operation needed the batch size to be exactly 4: a `view(4, ...)` or `reshape`
+    with the size written into the code, a comparison such as `assert x.shape[0] == 4`, a Python loop over
+    the batch, a buffer of fixed size added to the input. The `Dim` promised a dynamic size, so export
+    refuses; `TORCH_LOGS="+dynamic"` shows the guard (`Eq(s0, 4)`) and where it was added
+    (pytorch/pytorch#140011). The example size is not the problem (4 is not 0 or 1), nor strictness;
+    `Dim.AUTO` would hide it by specialising silently.""",
+    choices=(
+        "the model's code forces that size to 4 (a reshape, a check or a loop over it), so it cannot be dynamic",
+        "the example batch is too small: export needs an example of at least 8 to infer a range",
+        "the Dim needs explicit min= and max= bounds",
+        "non-strict export cannot make sizes dynamic; pass strict=True",
     ),
 )

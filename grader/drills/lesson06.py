@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _succeeds, _yes
+from .measure import _export_error, _succeeds, _yes
 
 
 @predict(
@@ -113,6 +113,7 @@ concept(
         "gives the tracer a fact it cannot infer; kept as a runtime assertion",
         "skips the check at run time",
         "marks n as static",
+        "raises at export time unless the tracer can prove n > 0 on its own",
     ),
 )
 
@@ -180,3 +181,97 @@ def _(ns):
         return "raises an error"
     want = ns["Standardize"]()(ns["one_row"])
     return "returns what eager returns" if torch.allclose(got, want) else "returns something else, without an error"
+
+
+# --- which export error? ----------------------------------------------------------------------------
+
+@predict(
+    "06.export_error_view",
+    "What does `torch.export.export(Pairs(), example, dynamic_shapes=shapes)` do?",
+    ('UserError: "specialized it to be a constant" (the view fixes the batch at 4)',
+     'UserError: "must always be equal" (the batch is tied to another size)',
+     "RuntimeError: shape '[4, 3, 2]' is invalid for input of size",
+     "no error: the program silently accepts only batch 4"),
+    """
+    from torch.export import Dim
+
+    class Pairs(torch.nn.Module):
+        def forward(self, x):
+            return x.view(4, 3, 2).sum(-1)  # the batch size, written into the code
+
+    example = (torch.randn(4, 6),)
+    shapes = ({0: Dim("batch")},)
+    """,
+    """`view(4, 3, 2)` needs the batch to be 4, so tracing adds the guard `Eq(s0, 4)`: a named `Dim` promised a
+    dynamic size, and export refuses with `UserError` "Constraints violated (batch)! ... your code
+    specialized it to be a constant (4)" (older releases: "inferred to be a constant"). Nothing is
+    data-dependent here, and the example runs fine. Silent specialisation is what `Dim.AUTO` does with the
+    same model. Fix the code: `x.view(-1, 3, 2)` or `x.view(x.shape[0], 3, 2)`.""",
+    form="export_error",
+)
+def _(ns):
+    import torch
+
+    return _export_error(lambda: torch.export.export(ns["Pairs"](), ns["example"], dynamic_shapes=ns["shapes"]))
+
+
+@predict(
+    "06.export_error_two_dims",
+    "What does `torch.export.export(Add(), example, dynamic_shapes=shapes)` do?",
+    ('UserError: "must always be equal" (suggested fix: b = a)',
+     'UserError: "specialized it to be a constant" (a and b fixed at 4)',
+     "RuntimeError: The size of tensor a must match the size of tensor b",
+     "no error: each Dim gets its own symbol"),
+    """
+    from torch.export import Dim
+
+    class Add(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    example = (torch.randn(4, 3), torch.randn(4, 3))
+    shapes = ({0: Dim("a")}, {0: Dim("b")})
+    """,
+    """`x + y` without broadcasting needs the two batch sizes to be equal, so tracing adds `Eq(b, a)`. Two
+    independent named `Dim`s promise that the sizes vary independently, which the model cannot honour:
+    `UserError` "Constraints violated (b)! ... The values of b ... and a ... must always be equal",
+    with the suggested fix `b = a`. Use one `Dim` for both inputs (or a derived dim for a related size).
+    The example itself is consistent, so no runtime error; with `Dim.AUTO` export would relate them quietly.""",
+    form="export_error",
+)
+def _(ns):
+    import torch
+
+    return _export_error(lambda: torch.export.export(ns["Add"](), ns["example"], dynamic_shapes=ns["shapes"]))
+
+
+@predict(
+    "06.export_error_shape_branch",
+    "What does `torch.export.export(Route(), example, dynamic_shapes=shapes)` do?",
+    ('UserError: "satisfy the generated guard" (suggested fix: Dim("batch", min=5))',
+     'UserError: "specialized it to be a constant" (the batch fixed at 8)',
+     "GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
+     "no error: export inserts a torch.cond on the size"),
+    """
+    from torch.export import Dim
+
+    class Route(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] > 4:
+                return x.sin()
+            return x.cos()
+
+    example = (torch.randn(8, 3),)
+    shapes = ({0: Dim("batch")},)
+    """,
+    """A branch on a size is not data-dependent: the example's batch (8) decides it while tracing, and the
+    graph keeps only `x.sin()`, guarded by `batch >= 5`. The `Dim("batch")` promised every size from 0 up,
+    so export raises `UserError` "Constraints violated (batch)! Not all values of batch ... satisfy the
+    generated guard" and suggests `Dim("batch", min=5)`. Accept the narrower range if that is the truth,
+    or keep both paths with `torch.cond(x.shape[0] > 4, ...)`; export never inserts a cond for you.""",
+    form="export_error",
+)
+def _(ns):
+    import torch
+
+    return _export_error(lambda: torch.export.export(ns["Route"](), ns["example"], dynamic_shapes=ns["shapes"]))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _onnx, _ort, _succeeds, _tmpdir
+from .measure import _onnx, _onnx_ops, _ort, _succeeds, _tmpdir
 
 
 @predict(
@@ -86,6 +86,7 @@ concept(
         "captures with torch.export, translates the ATen graph with onnxscript, returns an ONNXProgram",
         "traces with torch.jit.trace and writes the file",
         "calls torch.onnx.dynamo_export",
+        "uses the TorchScript exporter unless dynamo=True is passed",
     ),
 )
 
@@ -163,5 +164,147 @@ concept(
         "the newest opset onnx defines",
         "the newest opset the runtime supports",
         "always 11, the most portable",
+    ),
+)
+
+
+# --- predict the ONNX graph's op types (exported live with torch.onnx.export(..., dynamo=True)) --------
+
+@predict(
+    "07.onnx_ops_linear3d",
+    "Which ONNX ops does the exported graph hold?",
+    ("Gemm", "MatMul, Add", "Transpose, MatMul, Add", "MatMul"),
+    """
+    model = torch.nn.Linear(4, 2)
+    example = (torch.randn(2, 3, 4),)  # a batch of sequences: 3-D input
+    # torch.onnx.export(model, example, dynamo=True)
+    """,
+    """`MatMul` and `Add`. ONNX's `Gemm` multiplies 2-D matrices only, so a Linear on 2-D input exports as one
+    `Gemm`, but on a 3-D input (batch, sequence, features) the exporter writes a batched `MatMul` and an
+    `Add` for the bias. The weight's transpose costs no node: the weight is an initializer, stored
+    already transposed. Reading the graph (`[n.op_type for n in model_proto.graph.node]`) is how you
+    check what a runtime will actually execute.""",
+    form="onnx_ops",
+)
+def _(ns):
+    return _onnx_ops(ns["model"], ns["example"])
+
+
+@predict(
+    "07.onnx_ops_gelu17",
+    "Exported with `opset_version=17`, which ONNX ops does the graph hold?",
+    ("Gelu", "Div, Erf, Add, Mul, Mul", "Mul, Pow, Mul, Add, Mul, Tanh, Add, Mul", "an export error: Gelu needs opset 20"),
+    """
+    class Act(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.gelu(x)
+
+    example = (torch.randn(3, 4),)
+    # torch.onnx.export(Act(), example, dynamo=True, opset_version=17)
+    """,
+    """ONNX's `Gelu` operator exists from opset 20 (the exporter's default on this torch, where the graph is a
+    single `Gelu`). At opset 17 the exporter writes exact GELU from its formula, x * 0.5 * (1 + erf(x /
+    sqrt(2))): `Div`, `Erf`, `Add`, `Mul`, `Mul`, with no error. The tanh formula belongs to
+    `approximate="tanh"`. An older opset can change the graph, and its speed, without any warning: read
+    the ops back.""",
+    form="onnx_ops",
+)
+def _(ns):
+    try:
+        return _onnx_ops(ns["Act"](), ns["example"], opset_version=17)
+    except Exception:  # the choice that says export fails
+        return "an export error: Gelu needs opset 20"
+
+
+@predict(
+    "07.onnx_ops_conv_bn",
+    "The model is in eval mode. Which ONNX ops does the exported graph hold?",
+    ("Conv, BatchNormalization, Relu", "Conv, Relu", "Conv, Mul, Add, Relu", "Conv, BatchNormalization, Relu, Identity"),
+    """
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).eval()
+    example = (torch.randn(1, 3, 8, 8),)
+    # torch.onnx.export(model, example, dynamo=True)   (optimize=True is the default)
+    """,
+    """`Conv` and `Relu`. In eval mode BatchNorm is a fixed per-channel scale and shift, and the exporter's
+    default optimisation (`optimize=True`, onnxscript's optimizer) folds it into the convolution's weight
+    and bias. With `optimize=False` the graph keeps a `BatchNormalization` node between them. Export a
+    model in training mode and BatchNorm uses batch statistics instead: always `.eval()` before export.""",
+    form="onnx_ops",
+)
+def _(ns):
+    return _onnx_ops(ns["model"], ns["example"])
+
+
+@predict(
+    "07.onnx_ops_where",
+    "Which ONNX ops does the exported graph hold?",
+    ("LeakyRelu", "Greater, Mul, Where", "Greater, If", "Where"),
+    """
+    class Leaky(torch.nn.Module):
+        def forward(self, x):
+            return torch.where(x > 0, x, x * 0.1)
+
+    example = (torch.randn(3, 4),)
+    # torch.onnx.export(Leaky(), example, dynamo=True)
+    """,
+    """The exporter translates op by op: `x > 0` becomes `Greater`, `x * 0.1` a `Mul`, and `torch.where` a
+    `Where`, which computes both sides elementwise. It does not recognise the pattern as a leaky ReLU
+    (`torch.nn.functional.leaky_relu(x, 0.1)` would export as one `LeakyRelu`), and `If` comes only from
+    `torch.cond`, a real branch on a scalar. Write the op you mean, and the graph says it.""",
+    form="onnx_ops",
+)
+def _(ns):
+    return _onnx_ops(ns["Leaky"](), ns["example"])
+
+
+@predict(
+    "07.dynamic_axes_dynamo",
+    "With `dynamo=True` and only the legacy `dynamic_axes`, what is the first dimension of the file's input?",
+    ("symbolic: dynamic_axes is converted to dynamic_shapes", "fixed at 3: dynamo=True ignores dynamic_axes",
+     "an error: dynamo=True accepts only dynamic_shapes", "symbolic, and the feature dimension too"),
+    """
+    model = torch.nn.Linear(4, 2)
+    example = (torch.randn(3, 4),)
+    # torch.onnx.export(model, example, dynamo=True, input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    """,
+    """The dynamo-based exporter converts `dynamic_axes` into `dynamic_shapes` for `torch.export` (added in
+    pytorch/pytorch#128371), so the file's input reads `["batch", 4]`: dimension 0 symbolic, the others
+    fixed. The conversion has limits (it relies on `input_names` lining up with the forward's arguments),
+    and the constraints are torch.export's: a named dimension the model specialises is an export error
+    where the TorchScript exporter quietly wrote a symbol. New code should pass `dynamic_shapes`.""",
+)
+def _(ns):
+    import torch
+
+    from ..probes import silenced
+
+    try:
+        with silenced():
+            program = torch.onnx.export(ns["model"].eval(), ns["example"], dynamo=True, input_names=["x"],
+                                        dynamic_axes={"x": {0: "batch"}})
+    except Exception:
+        return "an error: dynamo=True accepts only dynamic_shapes"
+    dims = program.model_proto.graph.input[0].type.tensor_type.shape.dim
+    if not dims[0].dim_param:
+        return f"fixed at {dims[0].dim_value}: dynamo=True ignores dynamic_axes"
+    if dims[1].dim_param:
+        return "symbolic, and the feature dimension too"
+    return "symbolic: dynamic_axes is converted to dynamic_shapes"
+
+
+concept(
+    "07.dynamic_shapes_arg",
+    "Which argument is the dynamo-based ONNX exporter's own way to declare a dynamic batch?",
+    'dynamic_shapes, as for torch.export: {0: Dim("batch")} per input, keyed by the forward\'s argument names or in order',
+    """`torch.onnx.export(..., dynamo=True)` captures with `torch.export`, so `dynamic_shapes` (with `Dim`,
+    `Dim.AUTO` or `Dim.DYNAMIC`) is its native form, and export's rules apply: sizes 0/1 specialise, and a
+    named `Dim` the model cannot honour is an error. `dynamic_axes` still works, converted for you. The
+    exporter never makes a dimension dynamic on its own: without either argument the batch is fixed to the
+    example's (07.static_batch), and no tensor has a size of -1. Read `graph.input` back to check.""",
+    choices=(
+        'dynamic_shapes, as for torch.export: {0: Dim("batch")} per input, keyed by the forward\'s argument names or in order',
+        "dynamic_axes only: dynamic_shapes is accepted by torch.export.export alone",
+        "none: the dynamo exporter makes every dimension dynamic",
+        "input_names, with an example tensor whose batch size is -1",
     ),
 )

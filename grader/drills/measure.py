@@ -63,3 +63,44 @@ def _ort(path, *arrays):
     session = ort_session(path)
     names = [i.name for i in session.get_inputs()]
     return session.run(None, dict(zip(names, arrays)))
+
+
+def _first_break_line(fn, *args) -> str:
+    """The snippet line (counted from 1) of the first graph break Dynamo's ``explain`` reports for
+    ``fn(*args)``, or "none": the innermost frame of the break's user stack inside the snippet."""
+    import torch
+
+    torch._dynamo.reset()
+    try:
+        report = torch._dynamo.explain(fn)(*args)
+    finally:
+        torch._dynamo.reset()
+    for reason in report.break_reasons:
+        lines = [frame.lineno for frame in reason.user_stack if frame.filename == "<drill>"]
+        if lines:
+            return str(lines[-1])
+    return "none"
+
+
+def _export_error(thunk) -> tuple[str, str] | None:
+    """(exception type name, message on one line) of what ``thunk`` raises, or None when it returns."""
+    from ..probes import silenced
+
+    try:
+        with silenced():
+            thunk()
+    except Exception as e:  # which exception is the measurement
+        return type(e).__name__, " ".join(str(e).split())
+    return None
+
+
+def _onnx_ops(model, args, **kwargs) -> list[str]:
+    """The op types of the ONNX graph ``torch.onnx.export(model, args, dynamo=True, **kwargs)`` writes (with
+    its default optimisation), in graph order: top-level nodes (an ``If``'s branches are its subgraphs)."""
+    import torch
+
+    from ..probes import silenced
+
+    with silenced():
+        program = torch.onnx.export(model.eval(), args, dynamo=True, **kwargs)
+    return [node.op_type for node in program.model_proto.graph.node]

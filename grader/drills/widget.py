@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .bank import DRILLS, Drill, answer_of, feedback, render
+from .bank import DRILLS, Drill, answer_of, feedback, render, snippet_lines
 
 
 def quiz(selection: Sequence[Drill] | None = None, *, use_widgets: bool | None = None):
@@ -47,7 +47,8 @@ def _widget_quiz(selection: Sequence[Drill]):
         state["checked"] = False
         title.value = (f"<b>{state['index'] + 1}/{len(selection)} · {html.escape(drill.id)}</b> "
                        f"<i>({drill.kind})</i><br>{inline(drill.question)}")
-        snippet.value = f"<pre>{html.escape(drill.snippet)}</pre>" if drill.snippet else ""
+        shown = "\n".join(snippet_lines(drill)) if drill.form == "break_line" else drill.snippet
+        snippet.value = f"<pre>{html.escape(shown)}</pre>" if drill.snippet else ""
         choices.options = list(drill.choices)
         choices.value = None
         choices.layout.display = "" if drill.choices else "none"
