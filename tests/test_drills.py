@@ -243,3 +243,77 @@ def test_quiz_questions_show_code_spans_as_code():
     drill = next(d for d in drills.DRILLS.values() if "`" in d.question)
     title = drills._widget_quiz([drill]).children[0].value
     assert "<code>" in title and "`" not in title.split("<br>", 1)[1], title
+
+
+# --- the mock interview -----------------------------------------------------------------------------------
+
+class FakeClock:
+    """Each read advances by the next step (seconds); the first read is 0."""
+
+    def __init__(self, *steps):
+        self.now, self.steps = 0.0, list(steps)
+
+    def __call__(self):
+        value = self.now
+        if self.steps:
+            self.now += self.steps.pop(0)
+        return value
+
+
+def test_interview_draws_across_lessons_deterministically():
+    picked = drills.draw(8, seed=4)
+    assert len(picked) == 8 and len({d.id for d in picked}) == 8
+    assert len({d.lesson for d in picked}) == 8  # nine lessons have drills: one from each before any repeats
+    assert [d.id for d in drills.draw(8, seed=4)] == [d.id for d in picked]
+    assert {tuple(d.id for d in drills.draw(8, seed=s)) for s in range(4)} != {tuple(d.id for d in picked)}
+    assert {d.lesson for d in drills.draw(3, seed=1, lesson="04")} == {"04"}
+    assert len(drills.draw(500, seed=0)) == len(drills.DRILLS)
+
+
+def test_interview_times_each_question_and_reports_score_and_every_explanation():
+    chosen = [drills.get("05.compile_or_export"), drills.get("04.mark_dynamic"), drills.get("03.graph_breaks_log")]
+    mark = drills.answer_of(chosen[1])
+    fed = io.StringIO(f"torch.export\n{wrong_answer(chosen[1], mark)}\ngraph_breaks\n")
+    out = io.StringIO()
+    # clock reads: start, then one per answer (with elapsed() reads in between advancing by 0)
+    clock = FakeClock(0, 12, 0, 0, 100, 0, 0, 30, 0, 0, 0, 0)
+    outcome = drills.run_interview(chosen, stdin=fed, stdout=out, clock=clock)
+    text = out.getvalue()
+    assert (outcome.correct, outcome.answered, outcome.asked) == (2, 3, 3)
+    assert "no feedback until the end" in text.lower() and "wrong" not in text.split("computing the live answers")[0]
+    assert "[question 2/3 · total 0:12] your answer>" in text
+    assert "answered in 0:12" in text and "answered in 1:40 (total 1:52)" in text and "answered in 0:30" in text
+    assert "Mock interview: 2/3 right (3 answered) in 2:22; pace 1:30 a question, 1 over it" in text
+    assert "04.mark_dynamic" in text and "(over pace)" in text and f"answer: {mark}" in text
+    for d in chosen:
+        assert " ".join(d.explanation.split()[:6]) in " ".join(text.split())
+    assert text.rstrip().endswith("Score: 2/3")
+
+
+def test_interview_stopped_early_counts_the_rest_as_not_answered(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a\nq\n"))
+    assert run_cli(["--interview", "3", "--seed", "2", "--lesson", "05"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("not answered") == 2 and "(1 answered)" in out and out.rstrip().endswith("/3")
+    assert own_parser().parse_args(["--interview"]).interview == drills.DEFAULT_QUESTIONS
+    assert run_cli(["--interview", "0"]) == 2
+
+
+def test_widget_interview_gives_no_feedback_until_the_end():
+    pytest.importorskip("ipywidgets")
+    chosen = [drills.get("05.compile_or_export"), drills.get("03.graph_breaks_log")]
+    box = drills.quiz(chosen, use_widgets=True, interview=True, clock=FakeClock(*[5] * 40))
+    title, _snippet, choices, typed, buttons, note, report = box.children
+    answer, _stop, timer = buttons.children
+    assert "1/2" in title.value and "total" in timer.value
+    answer.click()
+    assert note.value == "pick an answer first" and "1/2" in title.value
+    choices.value = "torch.compile"  # wrong
+    answer.click()
+    assert "2/2" in title.value and "03.graph_breaks_log" in title.value and report.value == ""
+    assert "answered in" in note.value and "correct" not in note.value
+    typed.value = "graph_breaks"
+    answer.click()
+    assert note.value == "score: 1/2" and answer.disabled and "finished in" in timer.value
+    assert "Explanations" in report.value and "05.compile_or_export" in report.value
+    assert "wrong: you said" in report.value and "Score: 1/2" in report.value
