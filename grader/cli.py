@@ -29,11 +29,21 @@ def cmd_list(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .pipeline import run_notebook
+    from . import sandbox, trusted
+    from .pipeline import Trust, run_notebook
 
+    try:
+        sandboxed, warning = sandbox.resolve(args.sandbox)
+    except sandbox.Unavailable as e:
+        print(f"run: {e}", file=sys.stderr)
+        return 2
+    if warning:
+        print(warning, file=sys.stderr)
+    # A sandbox shows no checkout: its kernel and checks import the grader from a snapshot's copies.
+    trust = Trust(trusted.Snapshot.of_installed(), sandboxed=True) if sandboxed else None
     reports = []
     for path in args.notebooks:
-        report = run_notebook(Path(path), cell_timeout=args.cell_timeout, notebook_timeout=args.timeout)
+        report = run_notebook(Path(path), cell_timeout=args.cell_timeout, notebook_timeout=args.timeout, trust=trust)
         reports.append(report)
         if not args.json:
             print(report, flush=True)
@@ -69,7 +79,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    from . import grading
+    from . import grading, sandbox
 
     folder = Path(args.dir)
     if not folder.is_dir():
@@ -78,8 +88,9 @@ def cmd_grade(args) -> int:
     lessons = [n.strip().zfill(2) for n in args.lessons.split(",")] if args.lessons else None
     try:
         batch = grading.grade(folder, jobs=args.jobs, lessons=lessons, notebook_timeout=args.timeout,
-                              cell_timeout=args.cell_timeout, memory_mb=args.memory_mb or None)
-    except ValueError as e:
+                              cell_timeout=args.cell_timeout, memory_mb=args.memory_mb or None,
+                              sandbox_mode=args.sandbox)
+    except (ValueError, sandbox.Unavailable) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
     grading.write_csv(batch, Path(args.out))
@@ -87,6 +98,8 @@ def cmd_grade(args) -> int:
     if args.feedback:
         grading.write_feedback(batch, Path(args.feedback))
     if args.json:
+        if batch.warning:
+            print(batch.warning, file=sys.stderr)
         print(json.dumps([
             {"student": s.student, **(s.report.to_dict() if s.report else {"notebook": s.lesson.notebook})}
             for s in batch.submissions
@@ -119,6 +132,14 @@ def cmd_progress(args) -> int:
     return 0
 
 
+def add_sandbox_argument(s: argparse.ArgumentParser) -> None:
+    from .sandbox import MODES
+
+    s.add_argument("--sandbox", choices=MODES, default="auto",
+                   help="run each notebook's kernel and checks in a bubblewrap sandbox: auto (default: when bwrap "
+                        "works here, else unsandboxed with a warning), bwrap (refuse without it), none")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grader", description="Compile & Export course grader")
     sub = p.add_subparsers(dest="command", required=True)
@@ -133,6 +154,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.add_argument("--timeout", type=float, default=1200, help="seconds for a whole notebook")
     s.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell")
+    add_sandbox_argument(s)
     s.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("grade", help="grade a folder of student folders into a CSV (classroom)")
@@ -145,6 +167,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--lessons", help="comma-separated lesson numbers to report on (default: any handed in)")
     s.add_argument("--feedback", help="folder for one Markdown feedback file per student")
     s.add_argument("--json", action="store_true", help="print the reports as JSON instead of a summary")
+    add_sandbox_argument(s)
     s.set_defaults(fn=cmd_grade)
 
     s = sub.add_parser("gradescope", help="write a Gradescope autograder zip for some lessons")

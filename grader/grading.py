@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import quote
 
-from . import pipeline, registry, trusted
+from . import pipeline, registry, sandbox, trusted
 from .result import Result, Status
 
 COLUMNS = ("student", "notebook", "exercise", "points", "max_points", "status", "message")
@@ -56,6 +56,7 @@ class Batch:
     jobs: int = 1
     interrupted: bool = False
     changed_on_disk: list[str] = field(default_factory=list)  # grader files that differ after grading
+    warning: str | None = None  # said in the summary and as the CSV's first line: e.g. graded without a sandbox
 
     def rows(self) -> list[dict]:
         out = []
@@ -104,11 +105,15 @@ def grade(
     cell_timeout: float = pipeline.CELL_TIMEOUT,
     memory_mb: int | None = pipeline.MEMORY_MB,
     show_progress: bool = True,
+    sandbox_mode: str = "auto",
 ) -> Batch:
+    """Grade every submission; ``sandbox_mode`` is ``--sandbox``: "auto", "bwrap" (raises
+    ``sandbox.Unavailable`` when bwrap does not work here) or "none"."""
     started = time.monotonic()
+    sandboxed, warning = sandbox.resolve(sandbox_mode)
     snapshot = trusted.Snapshot.of_installed()  # before any submission runs
-    trust = pipeline.Trust(snapshot)
-    batch = Batch(plan(folder, lessons), jobs=jobs)
+    trust = pipeline.Trust(snapshot, sandboxed=sandboxed)
+    batch = Batch(plan(folder, lessons), jobs=jobs, warning=warning)
     todo = [s for s in batch.submissions if s.path is not None]
 
     def run(sub: Submission) -> pipeline.NotebookReport:
@@ -146,6 +151,8 @@ def grade(
 def write_csv(batch: Batch, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
+        if batch.warning:  # a comment line first (pandas: comment="#"), only when something must be said
+            f.write(f"# {batch.warning}\n")
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(batch.rows())
@@ -289,6 +296,8 @@ def summary(batch: Batch) -> str:
              f"with --jobs {batch.jobs} ({per:.0f} s per notebook on average)"]
     for student, (got, most) in batch.totals().items():
         lines.append(f"  {student:<24} {got:g}/{most:g}")
+    if batch.warning:
+        lines.append(batch.warning)
     if batch.interrupted:
         lines.append("INTERRUPTED: notebooks not graded yet are reported as errors")
     if batch.changed_on_disk:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import limits, registry, transport, trusted
+from . import limits, registry, sandbox, transport, trusted
 from .result import Result, Status
 
 CELL_TIMEOUT = 300  # seconds for one cell
@@ -102,13 +102,23 @@ def execute_and_extract(
     notebook_timeout: float = NOTEBOOK_TIMEOUT,
     env: dict[str, str] | None = None,
     memory_mb: int | None = MEMORY_MB,
+    jail: sandbox.Jail | None = None,
 ) -> Execution:
     """Run the notebook; after each cell, save the answers its source names (``transport``), and all of
-    them after the last cell. A kernel that dies or runs out of time keeps what was saved before."""
+    them after the last cell. A kernel that dies or runs out of time keeps what was saved before.
+    With ``jail`` the kernel runs in that sandbox, which also shows it the answers' folder."""
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
     problems: list[str] = []
+    store = answers_file.with_name(answers_file.stem + "-saved")
+    store.mkdir()
+    km = None
+    if jail is not None:
+        sockets = answers_file.parent / "ipc"  # short: a unix socket's path is limited to about 107 bytes
+        sockets.mkdir()
+        jail = sandbox.Jail(jail.scratch, jail.writable + (store, sockets), jail.readable)
+        km = sandbox.kernel_manager(jail, cwd=workdir, sockets=sockets)
     client = NotebookClient(
         nb,
         timeout=cell_timeout,
@@ -116,10 +126,9 @@ def execute_and_extract(
         interrupt_on_timeout=True,
         error_on_timeout={"ename": "CellTimeoutError", "evalue": "cell timed out", "traceback": []},
         kernel_name="python3",
+        km=km,
         resources={"metadata": {"path": str(workdir)}},
     )
-    store = answers_file.with_name(answers_file.stem + "-saved")
-    store.mkdir()
     deadline = time.monotonic() + notebook_timeout
     started, where = False, "while starting"
 
@@ -136,7 +145,8 @@ def execute_and_extract(
 
     try:
         # The kernel's stderr (connection chatter) is not the learner's output: outputs come over iopub.
-        with client.setup_kernel(env={**os.environ, **(env or {})}, cwd=str(workdir), stderr=subprocess.DEVNULL):
+        with client.setup_kernel(env={**os.environ, **(env or {})}, cwd=str(workdir), stderr=subprocess.DEVNULL,
+                                 cleanup_kc=True):
             kernel = getattr(getattr(client.km, "provisioner", None), "process", None)
             started = True
             with limits.Watchdog(getattr(kernel, "pid", None), memory_mb) as watchdog:
@@ -170,6 +180,7 @@ def execute_and_extract(
                                         "those saved after the cells that define them were graded")
                 except DeadKernelError:
                     code = kernel.poll() if kernel is not None else None
+                    code = sandbox.exit_code(code) if jail is not None else code
                     problems.append(f"the kernel died {where} ({limits.exit_reason(code, watchdog)}); "
                                     "answers saved before that were graded")
     except Exception as e:
@@ -196,9 +207,11 @@ def cell_problems(cell: nbformat.NotebookNode, index: int, timeout: int, seconds
 @dataclass(frozen=True)
 class Trust:
     """Where check workers import the grader from: a read-only copy of the snapshot taken when grading
-    began, verified file by file in the worker. None means the installed grader (self-study)."""
+    began, verified file by file in the worker. None means the installed grader (self-study).
+    ``sandboxed``: the kernel and the check workers each run in their own bwrap sandbox (``sandbox``)."""
 
     snapshot: "trusted.Snapshot"
+    sandboxed: bool = False
 
     def worker_root(self, tmp: Path) -> Path:
         return self.snapshot.materialize(tmp / "trusted-grader")
@@ -225,6 +238,7 @@ def check_answers(
             for ex in exercises
         ]
     root = trust.worker_root(answers_file.parent) if trust else None
+    sandboxed = bool(trust and trust.sandboxed)
     setup = {"memory_mb": memory_mb, "manifest": trust.snapshot.manifest if trust else None, "root": str(root) if root else None}
     results: dict[str, Result] = {}
     pending = [ex.id for ex in exercises]
@@ -236,6 +250,10 @@ def check_answers(
         with open(errors, "w") as err:
             # A fresh, empty, writable working folder: nothing in it can shadow the grader on sys.path[0].
             workdir = tempfile.mkdtemp(prefix="check-", dir=answers_file.parent)
+            if sandboxed:
+                jail = sandbox.Jail(Path(tempfile.mkdtemp(prefix="check-tmp-", dir=answers_file.parent)),
+                                    writable=(Path(workdir),), readable=(root, answers_file))
+                cmd = jail.command(cmd, cwd=Path(workdir))
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
                                     env=worker_env, cwd=workdir)
         watchdog = limits.Watchdog(proc.pid, memory_mb).start()
@@ -279,14 +297,15 @@ def check_answers(
         proc.wait()
         watchdog.stop()
         sel.close()
-        restarted = proc.returncode == RESTART and len(results) > judged_before
+        returncode = sandbox.exit_code(proc.returncode) if sandboxed else proc.returncode
+        restarted = returncode == RESTART and len(results) > judged_before
         if finished and current not in results and not restarted:
             ex = registry.get(current)  # the worker ended without judging `current`
             last = (errors.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
             results[current] = Result(
                 current, Status.ERROR, 0, ex.points,
                 f"the check {watchdog.message} while running your code" if watchdog.tripped else
-                f"the check's process died ({limits.exit_reason(proc.returncode)}) while running your code: {last}",
+                f"the check's process died ({limits.exit_reason(returncode)}) while running your code: {last}",
             )
         pending = [i for i in pending if i not in results]
     return [results[ex.id] for ex in exercises]
@@ -304,7 +323,8 @@ def run_notebook(
     memory_mb: int | None = MEMORY_MB,
 ) -> NotebookReport:
     """Score one notebook. With ``trust`` (classroom grading) the kernel imports the grader from a
-    throwaway copy (what it writes there is lost) and the checks from a verified read-only copy."""
+    throwaway copy (what it writes there is lost) and the checks from a verified read-only copy; with
+    ``trust.sandboxed`` the kernel sees only its notebook's folder, that copy and a private scratch."""
     started = time.monotonic()
     path = Path(path)
     report = NotebookReport(str(path))
@@ -322,13 +342,19 @@ def run_notebook(
         tmp = Path(tmp)
         # The kernel's own check calls record progress into a throwaway home: only this report counts.
         env = {"GRADER_HOME": str(tmp / "home")}
-        kernel_env = dict(env)
+        kernel_env, jail = dict(env), None
         if trust:
-            kernel_env.update(trusted.trusted_env(trust.snapshot.materialize(tmp / "kernel-grader")))
+            kernel_grader = trust.snapshot.materialize(tmp / "kernel-grader")
+            kernel_env.update(trusted.trusted_env(kernel_grader))
+            if trust.sandboxed:
+                scratch = tmp / "kernel-tmp"
+                scratch.mkdir()
+                jail = sandbox.Jail(scratch, writable=(path.parent.resolve(),), readable=(kernel_grader,))
         try:
             execution = execute_and_extract(
                 nb, names, path.parent.resolve(), tmp / "answers.pkl",
                 cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, env=kernel_env, memory_mb=memory_mb,
+                jail=jail,
             )
             report.problems += execution.problems
             report.results = check_answers(exercises, execution.answers_file, timeout=check_timeout, env=env,
