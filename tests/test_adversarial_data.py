@@ -102,7 +102,8 @@ HOSTILE = [
     ("08.predict_messy", (LiarInt(0), True)),
     ("09.predict_round", ({i: LiarStr("a") for i in lesson09.PREDICT_ROUND},)),
     ("09.concepts", ({i: LiarStr("a") for i in lesson09.CONCEPT_ROUND},)),
-    ("09.write_a_drill", (lambda snippet: LiarInt(0),)),
+    ("09.write_a_drill", ({"question": LiarStr("How many graphs?"), "snippet": "def f(x):\n    return x\n",
+                           "choices": ["1", "2", "3"], "explanation": "x"},)),
 ]
 
 

@@ -97,6 +97,15 @@ def test_verify_fails_on_a_drill_whose_answer_is_not_a_choice():
     assert "not one of" in rows[0].problem and "ZeroDivisionError" in rows[1].problem
 
 
+def test_a_drill_answer_does_not_depend_on_the_drills_run_before_it():
+    # Dynamo keys set_stance("eager_then_compile")'s first-call memory by file name and first line, across
+    # reset(): when every snippet ran as "<drill>", 03.print_middle's f made 03.eager_then_compile say 1.
+    drill = drills.get("03.eager_then_compile")
+    alone = drills.answer_of(drill)
+    drills.answer_of(drills.get("03.print_middle"))
+    assert drills.answer_of(drill) == alone == "0"
+
+
 def test_break_line_drills_number_the_lines_dynamo_reports():
     drill = drills.get("03.spot_tolist")
     lines = drills.snippet_lines(drill)
@@ -149,7 +158,7 @@ def test_interactive_session_end_to_end_through_stdin_scores_full_marks():
     answers = "".join(drills.answer_of(d) + "\n" for d in chosen)
     out = subprocess.run(_entry_point() + SESSION, input=answers, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.count("correct") == 4 and "wrong" not in out.stdout
+    assert out.stdout.count("correct") == 4 and "wrong" not in out.stdout, out.stdout
     assert out.stdout.rstrip().endswith("Score: 4/4")
     for d in chosen:
         assert d.id in out.stdout and d.explanation.split()[0] in out.stdout
@@ -317,3 +326,38 @@ def test_widget_interview_gives_no_feedback_until_the_end():
     assert note.value == "score: 1/2" and answer.disabled and "finished in" in timer.value
     assert "Explanations" in report.value and "05.compile_or_export" in report.value
     assert "wrong: you said" in report.value and "Score: 1/2" in report.value
+
+
+# --- 09.write_a_drill: the learner's own drill, answered live ----------------------------------------------
+
+GOOD_DRILL = {
+    "question": "How many graphs does explain report for f(torch.randn(8))?",
+    "snippet": "def f(x):\n    y = x.sin()\n    print('halfway')\n    return y.cos()\n",
+    "choices": ["1", "2", "3"],
+    "explanation": "Two: the print between two tensor operations ends the first graph, Python runs it, "
+                   "and the cosine after it is captured as a second graph by Dynamo.",
+}
+
+
+def test_write_a_drill_computes_the_answer_live_and_refuses_a_right_distractor():
+    from grader.checking import CheckFailed
+    from grader.checks import lesson09
+
+    assert "live answer is 2 graphs" in lesson09.write_a_drill(GOOD_DRILL)
+    assert lesson09.as_drill(GOOD_DRILL).answer is None
+    cases = {
+        "every other choice is wrong": {**GOOD_DRILL, "choices": ["1", "2", " 2 "]},
+        "one choice is the live answer": {**GOOD_DRILL, "choices": ["1", "3", "4"]},
+        "at least 3 choices": {**GOOD_DRILL, "choices": ["1", "2"]},
+        "breaks the graph at least once": {**GOOD_DRILL, "snippet": "def f(x):\n    return x.sin()\n"},
+        "20 words or more": {**GOOD_DRILL, "explanation": "two graphs"},
+    }
+    for unmet, drill in cases.items():
+        with pytest.raises(CheckFailed) as failed:
+            lesson09.write_a_drill(drill)
+        assert unmet in failed.value.args[0] and failed.value.fraction == 0.75, (unmet, failed.value.args[0])
+    for broken, says in (({**GOOD_DRILL, "snippet": "def g(x):\n    return x\n"}, "KeyError"),
+                         ({k: v for k, v in GOOD_DRILL.items() if k != "choices"}, "missing"),
+                         ({**GOOD_DRILL, "choices": "123"}, "list of strings")):
+        with pytest.raises(CheckFailed, match=says):
+            lesson09.write_a_drill(broken)

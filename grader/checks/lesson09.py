@@ -5,8 +5,10 @@ each check runs the drill's snippet on the installed torch.
 """
 from __future__ import annotations
 
+import textwrap
+
 from .. import drills
-from ..checking import CheckFailed, as_dict, call, expect, expect_callable, plain
+from ..checking import CheckFailed, as_dict, expect, plain
 
 # Exercise 09.predict_round: five predict-then-verify drills.
 PREDICT_ROUND = ("03.print_first", "04.zero_one", "04.duck_sizing", "06.auto_batch1", "07.argmax_dtype")
@@ -50,38 +52,11 @@ def concepts(concept_answers):
     return _round("concept_answers", concept_answers, CONCEPT_ROUND)
 
 
-# Exercise 09.write_a_drill: the compute function of a "how many graphs?" drill. Each snippet defines f(x).
-GRAPH_SNIPPETS = (
-    """
-def f(x):
-    return torch.relu(x * 2 + 1).sum()
-""",
-    """
-def f(x):
-    y = x.sin()
-    torch._dynamo.graph_break()
-    y = y.cos()
-    torch._dynamo.graph_break()
-    return y + 1
-""",
-    """
-def f(x):
-    print("starting")
-    return x.exp() - 1
-""",
-    """
-def f(x):
-    y = x * 3
-    if y.mean() > 0:
-        return y.tanh()
-    return y.sigmoid()
-""",
-    """
-def f(x):
-    scale = x.abs().max().item()
-    return x / scale
-""",
-)
+# Exercise 09.write_a_drill: the learner writes a "how many graphs?" drill as data; the check computes its
+# answer live and requires every other choice to be wrong on the installed torch.
+DRILL_KEYS = ("question", "snippet", "choices", "explanation")
+MIN_CHOICES = 3
+MIN_EXPLANATION_WORDS = 20
 
 
 def true_graph_count(snippet: str) -> int:
@@ -92,20 +67,56 @@ def true_graph_count(snippet: str) -> int:
     return drills._graphs(ns["f"], torch.randn(8))
 
 
-def write_a_drill(graphs_of):
-    expect_callable("graphs_of", graphs_of)
-    wrong = []
-    for number, snippet in enumerate(GRAPH_SNIPPETS, 1):
-        with drills.quietly():
-            truth = true_graph_count(snippet)
-            got = call(graphs_of, snippet, name="graphs_of")
-        got = plain(f"graphs_of(snippet {number})", got)
-        if type(got) not in (int, str) or str(got).strip() != str(truth):
-            wrong.append(f"snippet {number}: graphs_of returned {got!r}, explain measured {truth}")
-    if wrong:
-        right = len(GRAPH_SNIPPETS) - len(wrong)
+def as_drill(my_drill) -> drills.Drill:
+    """The learner's dict as a predict drill of lesson 09 whose ``compute`` measures the snippet live."""
+    given = as_dict("my_drill", my_drill)
+    missing = [key for key in DRILL_KEYS if key not in given]
+    expect(not missing, f"`my_drill` needs the keys {list(DRILL_KEYS)}; missing: {missing}")
+    data = {key: plain(f"my_drill[{key!r}]", given[key]) for key in DRILL_KEYS}
+    for key in ("question", "snippet", "explanation"):
+        expect(type(data[key]) is str and data[key].strip(), f"`my_drill[{key!r}]` must be a non-empty string")
+    choices = data["choices"]
+    expect(type(choices) in (list, tuple) and all(type(c) is str for c in choices),
+           "`my_drill['choices']` must be a list of strings (the counts, e.g. \"2\")")
+    snippet = textwrap.dedent(data["snippet"]).strip("\n") + "\n"
+    return drills.Drill(
+        id="09.my_drill", lesson="09", kind="predict", question=" ".join(data["question"].split()),
+        explanation=" ".join(data["explanation"].split()), choices=tuple(choices), snippet=snippet,
+        compute=lambda: str(true_graph_count(snippet)),
+    )
+
+
+def write_a_drill(my_drill):
+    drill = as_drill(my_drill)
+    with drills.quietly():
+        try:
+            truth = drills.answer_of(drill)
+        except Exception as e:  # the learner's snippet is what ran
+            raise CheckFailed(f"running your snippet and explain on `f(torch.randn(8))` raised {type(e).__name__}: "
+                              f"{' '.join(str(e).split())[:200]}") from None
+    [row] = drills.verify([drill])
+    right = [c for c in drill.choices if drills.normalize(c) == truth]
+    distinct = len({drills.normalize(c) for c in drill.choices}) == len(drill.choices)
+    requirements = {
+        f"one choice is the live answer ({truth} graphs) and every other choice is wrong on this torch":
+            row.problem is None and len(right) == 1 and distinct,
+        f"at least {MIN_CHOICES} choices": len(drill.choices) >= MIN_CHOICES,
+        "the snippet breaks the graph at least once (explain reports 2 graphs or more)": int(truth) >= 2,
+        f"an explanation of {MIN_EXPLANATION_WORDS} words or more": len(drill.explanation.split()) >= MIN_EXPLANATION_WORDS,
+    }
+    unmet = [what for what, met in requirements.items() if not met]
+    if unmet:
+        met = len(requirements) - len(unmet)
         raise CheckFailed(
-            f"{right}/{len(GRAPH_SNIPPETS)} snippets right. " + "; ".join(wrong),
-            fraction=right / len(GRAPH_SNIPPETS),
+            f"{met}/{len(requirements)} requirements met; not yet: " + "; ".join(unmet),
+            measured=f"{met}/{len(requirements)}", expected=f"{len(requirements)}/{len(requirements)}",
+            fraction=met / len(requirements),
         )
-    return f"graphs_of matches explain's graph_count on all {len(GRAPH_SNIPPETS)} of the check's snippets"
+    return (f"your drill's live answer is {truth} graphs on torch {_torch_version()}, its "
+            f"{len(drill.choices) - 1} other choices are all wrong there, and verify accepts it")
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__

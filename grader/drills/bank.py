@@ -75,6 +75,7 @@ def quietly():
 
 
 _snippet_numbers = itertools.count()
+SNIPPET_FILE = "<drill "  # each snippet runs as the file "<drill N>"
 
 
 def _namespace(snippet: str) -> dict:
@@ -83,10 +84,14 @@ def _namespace(snippet: str) -> dict:
 
     # A real module in sys.modules: torch 2.11's Dynamo imports a traced function's module by its
     # __name__ (a bare dict named "drill_snippet" raised ModuleNotFoundError inside Dynamo there).
-    module = types.ModuleType(f"grader_drill_snippet_{next(_snippet_numbers)}")
+    number = next(_snippet_numbers)
+    module = types.ModuleType(f"grader_drill_snippet_{number}")
     module.torch = torch
     sys.modules[module.__name__] = module
-    exec(compile(snippet, "<drill>", "exec"), module.__dict__)
+    # A file name of its own: Dynamo keys some per-function state by file name and first line (the
+    # example inputs of set_stance("eager_then_compile"), kept across reset()), so snippets sharing one
+    # name saw each other's calls and 03.eager_then_compile's answer depended on which drills ran before.
+    exec(compile(snippet, f"{SNIPPET_FILE}{number}>", "exec"), module.__dict__)
     return module.__dict__
 
 
@@ -159,7 +164,7 @@ def predict(id: str, question: str, choices: Sequence[str], snippet: str, explan
     ``onnx_ops`` drill's measure returns the ONNX graph's op types and the answer is the choice listing them
     (``_which_ops``). A
     ``break_line`` drill's snippet is shown with line numbers counted from its first line, the numbers
-    Dynamo reports for it (the snippet is compiled as ``<drill>``)."""
+    Dynamo reports for it (the snippet is compiled as the file ``<drill N>``)."""
     source = textwrap.dedent(snippet).strip("\n") + "\n"
 
     def register(measure: Callable[[dict], str]) -> Callable[[dict], str]:

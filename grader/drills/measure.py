@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 
+from .bank import SNIPPET_FILE
+
 
 def _graphs(fn, *args) -> int:
     import torch
@@ -76,7 +78,7 @@ def _first_break_line(fn, *args) -> str:
     finally:
         torch._dynamo.reset()
     for reason in report.break_reasons:
-        lines = [frame.lineno for frame in reason.user_stack if frame.filename == "<drill>"]
+        lines = [frame.lineno for frame in reason.user_stack if frame.filename.startswith(SNIPPET_FILE)]
         if lines:
             return str(lines[-1])
     return "none"
