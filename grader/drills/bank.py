@@ -158,7 +158,8 @@ def _clean(text: str) -> str:
 
 
 def predict(id: str, question: str, choices: Sequence[str], snippet: str, explanation: str, form: str = "snippet"):
-    """Register a predict drill; the decorated function receives the snippet's namespace and measures.
+    """Register a predict drill; the decorated function receives the snippet's namespace and measures
+    (drills that measure alike pass a shared measure instead: ``predict(...)(measure.break_line_of_f)``).
     ``form`` says what is asked (``FORMS``). An ``export_error`` drill's measure returns what the export
     raised (``measure._export_error``), and the answer is the choice that names it (``_which_error``); an
     ``onnx_ops`` drill's measure returns the ONNX graph's op types and the answer is the choice listing them
@@ -198,10 +199,11 @@ def _which_error(choices, outcome) -> str:
 
 
 def _which_ops(choices, ops) -> str:
-    """The choice listing the op types ``ops`` ("Conv, Relu"), in any order; a choice that is not a list of
-    op types (an error, say) never matches. Anything else comes back as the ops themselves: no choice."""
-    if isinstance(ops, str):  # the measure already named a choice (e.g. the export failed)
-        return ops
+    """The choice listing the op types ``ops`` ("Conv, Relu"), in any order; for None (the export failed)
+    the one choice starting "an export error". Anything else comes back as the ops themselves: no choice."""
+    if ops is None:  # the export failed
+        failed = [c for c in choices if c.startswith("an export error")]
+        return failed[0] if len(failed) == 1 else "an export error"
     for choice in choices:
         if sorted(op.strip() for op in choice.split(",")) == sorted(ops):
             return choice

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _first_break_line, _fullgraph_ok, _graphs, _yes
+from .measure import _fullgraph_ok, _graphs, _yes, break_line_of_f
 
 
 @predict(
@@ -304,7 +304,7 @@ concept(
 
 # --- spot the line that breaks the graph (the answer: the first break's line in explain's report) ------
 
-@predict(
+predict(
     "03.spot_logging",
     "Which line breaks the graph first when `f(torch.randn(8))` is compiled? (Lines are numbered as Dynamo "
     "reports them; \"none\" if nothing breaks.)",
@@ -331,14 +331,10 @@ concept(
     branches on values break. To keep logging inside compiled code, list the function in
     `torch._dynamo.config.reorderable_logging_functions`, or log outside the compiled region.""",
     form="break_line",
-)
-def _(ns):
-    import torch
-
-    return _first_break_line(ns["f"], torch.randn(8))
+)(break_line_of_f)
 
 
-@predict(
+predict(
     "03.spot_tolist",
     "Which line breaks the graph first when `f(torch.randn(8))` is compiled? (\"none\" if nothing breaks.)",
     ("5", "6", "7", "8"),
@@ -358,14 +354,10 @@ def _(ns):
     numbers, which Dynamo does not trace (gb0109, "Tensor.tolist() with non-integer tensor"), so the
     graph ends there. Index the tensor instead (`y[0]`) and the whole function is one graph.""",
     form="break_line",
-)
-def _(ns):
-    import torch
-
-    return _first_break_line(ns["f"], torch.randn(8))
+)(break_line_of_f)
 
 
-@predict(
+predict(
     "03.spot_branch",
     "Which line breaks the graph first when `f(torch.randn(8))` is compiled? (\"none\" if nothing breaks.)",
     ("5", "7", "8", "9"),
@@ -387,14 +379,10 @@ def _(ns):
     after the branch was already taken in Python. Replace the check with a tensor op (`torch.where`, or
     `torch._assert_async`) or move it out of the compiled function.""",
     form="break_line",
-)
-def _(ns):
-    import torch
-
-    return _first_break_line(ns["f"], torch.randn(8))
+)(break_line_of_f)
 
 
-@predict(
+predict(
     "03.spot_mask",
     "Which line breaks the graph first when `f(torch.randn(8))` is compiled? (\"none\" if nothing breaks.)",
     ("3", "4", "5", "none"),
@@ -412,11 +400,7 @@ def _(ns):
     `torch._dynamo.config.capture_dynamic_output_shape_ops = True` (the size becomes an unbacked symbol)
     or keep shapes static: `torch.where(keep, probs, 0).sum()`.""",
     form="break_line",
-)
-def _(ns):
-    import torch
-
-    return _first_break_line(ns["f"], torch.randn(8))
+)(break_line_of_f)
 
 
 # --- read a model ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _compiles, _yes
+from .measure import _compiles, _yes, compiles_of_model
 
 
 @predict(
@@ -263,7 +263,7 @@ concept(
 
 # --- read a model: how many compiles? (counted with a counting backend) --------------------------------
 
-@predict(
+predict(
     "04.model_call_counter",
     "How many times does `torch.compile(model)` compile over four calls with inputs of the same shape?",
     ("1", "2", "4", "8"),
@@ -287,9 +287,7 @@ concept(
     log says so, with a hint: keep counters out of `forward`, make them a tensor buffer (`self.calls += 1`
     on a 0-d tensor compiles once), or set `torch._dynamo.config.allow_unspec_int_on_nn_module = True`.""",
     form="model",
-)
-def _(ns):
-    return str(_compiles(ns["model"], ns["calls"]))
+)(compiles_of_model)
 
 
 @predict(
@@ -323,7 +321,7 @@ def _(ns):
     return str(backend.compiles)
 
 
-@predict(
+predict(
     "04.model_router",
     "With default settings, how many times does `torch.compile(model)` compile for batches of 2, 3, 16, 32 and 4 rows?",
     ("2", "3", "4", "5"),
@@ -348,12 +346,10 @@ def _(ns):
     `large` path (guarded on the size being above 4); 32 and 4 reuse the two dynamic graphs. A branch on a
     shape never breaks the graph: it splits the input space into guarded graphs.""",
     form="model",
-)
-def _(ns):
-    return str(_compiles(ns["model"], ns["calls"]))
+)(compiles_of_model)
 
 
-@predict(
+predict(
     "04.model_temperature",
     "How many times does `torch.compile(model)` compile for four calls with temperatures 1.0, 0.5, 0.25 and 0.125?",
     ("1", "2", "3", "4"),
@@ -374,9 +370,7 @@ def _(ns):
     0.25 and 0.125 reuse. Not one compile (a float is not an input until a second value is seen) and not
     four (Dynamo does not specialise forever). Pass a 0-d tensor if even the one recompile matters.""",
     form="model",
-)
-def _(ns):
-    return str(_compiles(ns["model"], ns["calls"]))
+)(compiles_of_model)
 
 
 concept(

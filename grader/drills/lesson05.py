@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _export_error, _succeeds, _yes
+from .measure import _succeeds, _yes, export_error_of_model
 
 
 @predict(
@@ -119,9 +119,9 @@ concept(
 
 # --- which export error? (the exception torch.export raises on the installed torch) --------------------
 
-@predict(
+predict(
     "05.export_error_branch",
-    "What does `torch.export.export(Gate(), (torch.randn(4),))` (default settings) raise?",
+    "What does `torch.export.export(model, example)` (default settings) raise?",
     ("GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
      "Unsupported: Data-dependent branching (Dynamo's graph break, as an error)",
      "UserError: Constraints violated (the branch specialises the input)",
@@ -132,6 +132,8 @@ concept(
             if x.sum() > 0:
                 return x.sin()
             return x.cos()
+
+    model, example = Gate(), (torch.randn(4),)
     """,
     """Default export is non-strict: it runs `forward` as Python on fake tensors. `x.sum() > 0` asks a fake
     tensor for a Python bool; its value is an unbacked symbol (u0) with no example value to decide it, so
@@ -140,16 +142,12 @@ concept(
     branching"), the graph break torch.compile would take. Recording the example's branch is what
     `torch.jit.trace` did, silently. Fix: `torch.cond`.""",
     form="export_error",
-)
-def _(ns):
-    import torch
-
-    return _export_error(lambda: torch.export.export(ns["Gate"](), (torch.randn(4),)))
+)(export_error_of_model)
 
 
-@predict(
+predict(
     "05.export_error_numpy",
-    "What does `torch.export.export(Squash(), (torch.randn(4),))` (default, non-strict) do?",
+    "What does `torch.export.export(model, example)` (default, non-strict) do?",
     ("RuntimeError: .numpy() is not supported for tensor subclasses",
      "Unsupported: NumPy call (Dynamo's graph break, as an error)",
      "GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
@@ -160,6 +158,8 @@ def _(ns):
     class Squash(torch.nn.Module):
         def forward(self, x):
             return torch.from_numpy(np.tanh(x.numpy())) * 2
+
+    model, example = Squash(), (torch.randn(4),)
     """,
     """Non-strict export runs your Python on FakeTensors, a tensor subclass with shapes and no data, and
     `.numpy()` needs data: a plain `RuntimeError` (".numpy() is not supported for tensor subclasses").
@@ -168,16 +168,12 @@ def _(ns):
     non-strict export write it in torch ops (`torch.tanh`), or wrap the NumPy code as a custom op with a
     fake implementation.""",
     form="export_error",
-)
-def _(ns):
-    import torch
-
-    return _export_error(lambda: torch.export.export(ns["Squash"](), (torch.randn(4),)))
+)(export_error_of_model)
 
 
-@predict(
+predict(
     "05.export_error_item",
-    "What does `torch.export.export(Normalize(), (torch.randn(4),))` (default, non-strict) do?",
+    "What does `torch.export.export(model, example)` (default, non-strict) do?",
     ("no error: the scalar stays in the graph as a data-dependent value",
      "GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
      "Unsupported: Tensor.item() (Dynamo's graph break, as an error)",
@@ -187,6 +183,8 @@ def _(ns):
         def forward(self, x):
             peak = x.abs().max().item()
             return x / peak
+
+    model, example = Normalize(), (torch.randn(4),)
     """,
     """It exports. `.item()` is not a problem in itself: the value becomes an unbacked symbol, recorded as
     `aten._local_scalar_dense` in the graph, and plain arithmetic with it stays symbolic. What fails is
@@ -194,11 +192,7 @@ def _(ns):
     and raises "Could not guard on data-dependent expression" (05.export_error_branch). Under a default
     `torch.compile`, the same `.item()` is a graph break (without `capture_scalar_outputs`).""",
     form="export_error",
-)
-def _(ns):
-    import torch
-
-    return _export_error(lambda: torch.export.export(ns["Normalize"](), (torch.randn(4),)))
+)(export_error_of_model)
 
 
 concept(

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _export_error, _succeeds, _yes
+from .measure import _succeeds, _yes, export_error_of_model
 
 
 @predict(
@@ -185,9 +185,9 @@ def _(ns):
 
 # --- which export error? ----------------------------------------------------------------------------
 
-@predict(
+predict(
     "06.export_error_view",
-    "What does `torch.export.export(Pairs(), example, dynamic_shapes=shapes)` do?",
+    "What does `torch.export.export(model, example, dynamic_shapes=shapes)` do?",
     ('UserError: "specialized it to be a constant" (the view fixes the batch at 4)',
      'UserError: "must always be equal" (the batch is tied to another size)',
      "RuntimeError: shape '[4, 3, 2]' is invalid for input of size",
@@ -199,7 +199,7 @@ def _(ns):
         def forward(self, x):
             return x.view(4, 3, 2).sum(-1)  # the batch size, written into the code
 
-    example = (torch.randn(4, 6),)
+    model, example = Pairs(), (torch.randn(4, 6),)
     shapes = ({0: Dim("batch")},)
     """,
     """`view(4, 3, 2)` needs the batch to be 4, so tracing adds the guard `Eq(s0, 4)`: a named `Dim` promised a
@@ -208,16 +208,12 @@ def _(ns):
     data-dependent here, and the example runs fine. Silent specialisation is what `Dim.AUTO` does with the
     same model. Fix the code: `x.view(-1, 3, 2)` or `x.view(x.shape[0], 3, 2)`.""",
     form="export_error",
-)
-def _(ns):
-    import torch
-
-    return _export_error(lambda: torch.export.export(ns["Pairs"](), ns["example"], dynamic_shapes=ns["shapes"]))
+)(export_error_of_model)
 
 
-@predict(
+predict(
     "06.export_error_two_dims",
-    "What does `torch.export.export(Add(), example, dynamic_shapes=shapes)` do?",
+    "What does `torch.export.export(model, example, dynamic_shapes=shapes)` do?",
     ('UserError: "must always be equal" (suggested fix: b = a)',
      'UserError: "specialized it to be a constant" (a and b fixed at 4)',
      "RuntimeError: The size of tensor a must match the size of tensor b",
@@ -229,7 +225,7 @@ def _(ns):
         def forward(self, x, y):
             return x + y
 
-    example = (torch.randn(4, 3), torch.randn(4, 3))
+    model, example = Add(), (torch.randn(4, 3), torch.randn(4, 3))
     shapes = ({0: Dim("a")}, {0: Dim("b")})
     """,
     """`x + y` without broadcasting needs the two batch sizes to be equal, so tracing adds `Eq(b, a)`. Two
@@ -238,16 +234,12 @@ def _(ns):
     with the suggested fix `b = a`. Use one `Dim` for both inputs (or a derived dim for a related size).
     The example itself is consistent, so no runtime error; with `Dim.AUTO` export would relate them quietly.""",
     form="export_error",
-)
-def _(ns):
-    import torch
-
-    return _export_error(lambda: torch.export.export(ns["Add"](), ns["example"], dynamic_shapes=ns["shapes"]))
+)(export_error_of_model)
 
 
-@predict(
+predict(
     "06.export_error_shape_branch",
-    "What does `torch.export.export(Route(), example, dynamic_shapes=shapes)` do?",
+    "What does `torch.export.export(model, example, dynamic_shapes=shapes)` do?",
     ('UserError: "satisfy the generated guard" (suggested fix: Dim("batch", min=5))',
      'UserError: "specialized it to be a constant" (the batch fixed at 8)',
      "GuardOnDataDependentSymNode: Could not guard on data-dependent expression",
@@ -261,7 +253,7 @@ def _(ns):
                 return x.sin()
             return x.cos()
 
-    example = (torch.randn(8, 3),)
+    model, example = Route(), (torch.randn(8, 3),)
     shapes = ({0: Dim("batch")},)
     """,
     """A branch on a size is not data-dependent: the example's batch (8) decides it while tracing, and the
@@ -270,8 +262,4 @@ def _(ns):
     generated guard" and suggests `Dim("batch", min=5)`. Accept the narrower range if that is the truth,
     or keep both paths with `torch.cond(x.shape[0] > 4, ...)`; export never inserts a cond for you.""",
     form="export_error",
-)
-def _(ns):
-    import torch
-
-    return _export_error(lambda: torch.export.export(ns["Route"](), ns["example"], dynamic_shapes=ns["shapes"]))
+)(export_error_of_model)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _onnx, _onnx_ops, _ort, _succeeds, _tmpdir
+from .measure import _onnx, _ort, _succeeds, _tmpdir, onnx_ops_of_model
 
 
 @predict(
@@ -170,7 +170,7 @@ concept(
 
 # --- predict the ONNX graph's op types (exported live with torch.onnx.export(..., dynamo=True)) --------
 
-@predict(
+predict(
     "07.onnx_ops_linear3d",
     "Which ONNX ops does the exported graph hold?",
     ("Gemm", "MatMul, Add", "Transpose, MatMul, Add", "MatMul"),
@@ -185,12 +185,10 @@ concept(
     already transposed. Reading the graph (`[n.op_type for n in model_proto.graph.node]`) is how you
     check what a runtime will actually execute.""",
     form="onnx_ops",
-)
-def _(ns):
-    return _onnx_ops(ns["model"], ns["example"])
+)(onnx_ops_of_model)
 
 
-@predict(
+predict(
     "07.onnx_ops_gelu17",
     "Exported with `opset_version=17`, which ONNX ops does the graph hold?",
     ("Gelu", "Div, Erf, Add, Mul, Mul", "Mul, Pow, Mul, Add, Mul, Tanh, Add, Mul", "an export error: Gelu needs opset 20"),
@@ -199,8 +197,9 @@ def _(ns):
         def forward(self, x):
             return torch.nn.functional.gelu(x)
 
-    example = (torch.randn(3, 4),)
-    # torch.onnx.export(Act(), example, dynamo=True, opset_version=17)
+    model, example = Act(), (torch.randn(3, 4),)
+    options = {"opset_version": 17}
+    # torch.onnx.export(model, example, dynamo=True, **options)
     """,
     """ONNX's `Gelu` operator exists from opset 20 (the exporter's default on this torch, where the graph is a
     single `Gelu`). At opset 17 the exporter writes exact GELU from its formula, x * 0.5 * (1 + erf(x /
@@ -208,15 +207,10 @@ def _(ns):
     `approximate="tanh"`. An older opset can change the graph, and its speed, without any warning: read
     the ops back.""",
     form="onnx_ops",
-)
-def _(ns):
-    try:
-        return _onnx_ops(ns["Act"](), ns["example"], opset_version=17)
-    except Exception:  # the choice that says export fails
-        return "an export error: Gelu needs opset 20"
+)(onnx_ops_of_model)
 
 
-@predict(
+predict(
     "07.onnx_ops_conv_bn",
     "The model is in eval mode. Which ONNX ops does the exported graph hold?",
     ("Conv, BatchNormalization, Relu", "Conv, Relu", "Conv, Mul, Add, Relu", "Conv, BatchNormalization, Relu, Identity"),
@@ -230,12 +224,10 @@ def _(ns):
     and bias. With `optimize=False` the graph keeps a `BatchNormalization` node between them. Export a
     model in training mode and BatchNorm uses batch statistics instead: always `.eval()` before export.""",
     form="onnx_ops",
-)
-def _(ns):
-    return _onnx_ops(ns["model"], ns["example"])
+)(onnx_ops_of_model)
 
 
-@predict(
+predict(
     "07.onnx_ops_where",
     "Which ONNX ops does the exported graph hold?",
     ("LeakyRelu", "Greater, Mul, Where", "Greater, If", "Where"),
@@ -244,17 +236,15 @@ def _(ns):
         def forward(self, x):
             return torch.where(x > 0, x, x * 0.1)
 
-    example = (torch.randn(3, 4),)
-    # torch.onnx.export(Leaky(), example, dynamo=True)
+    model, example = Leaky(), (torch.randn(3, 4),)
+    # torch.onnx.export(model, example, dynamo=True)
     """,
     """The exporter translates op by op: `x > 0` becomes `Greater`, `x * 0.1` a `Mul`, and `torch.where` a
     `Where`, which computes both sides elementwise. It does not recognise the pattern as a leaky ReLU
     (`torch.nn.functional.leaky_relu(x, 0.1)` would export as one `LeakyRelu`), and `If` comes only from
     `torch.cond`, a real branch on a scalar. Write the op you mean, and the graph says it.""",
     form="onnx_ops",
-)
-def _(ns):
-    return _onnx_ops(ns["Leaky"](), ns["example"])
+)(onnx_ops_of_model)
 
 
 @predict(

@@ -106,3 +106,32 @@ def _onnx_ops(model, args, **kwargs) -> list[str]:
     with silenced():
         program = torch.onnx.export(model.eval(), args, dynamo=True, **kwargs)
     return [node.op_type for node in program.model_proto.graph.node]
+
+
+# Shared measures: a drill whose snippet defines the names below passes one of these as its measure.
+
+def break_line_of_f(ns) -> str:
+    """The line of the first graph break when ``f(torch.randn(8))`` is compiled (explain's report)."""
+    import torch
+
+    return _first_break_line(ns["f"], torch.randn(8))
+
+
+def compiles_of_model(ns) -> str:
+    """How many times ``torch.compile(model)`` compiles over ``calls`` (a counting backend)."""
+    return str(_compiles(ns["model"], ns["calls"]))
+
+
+def export_error_of_model(ns) -> tuple[str, str] | None:
+    """What ``torch.export.export(model, example, dynamic_shapes=shapes)`` raises (``shapes`` optional)."""
+    import torch
+
+    return _export_error(lambda: torch.export.export(ns["model"], ns["example"], dynamic_shapes=ns.get("shapes")))
+
+
+def onnx_ops_of_model(ns) -> list[str] | None:
+    """The op types of ``torch.onnx.export(model, example, dynamo=True, **options)``; None when it fails."""
+    try:
+        return _onnx_ops(ns["model"], ns["example"], **ns.get("options", {}))
+    except Exception:  # the drill's "an export error" choice, if it has one
+        return None
