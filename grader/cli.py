@@ -181,7 +181,7 @@ def parser() -> argparse.ArgumentParser:
 
     from . import drills
 
-    s = sub.add_parser("drill", help="interview drills in the terminal (--list, --verify)")
+    s = sub.add_parser("drill", help="interview drills in the terminal (--list, --verify, --interview)")
     drills.add_arguments(s)
     s.set_defaults(fn=drills.run)
 

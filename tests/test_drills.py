@@ -308,6 +308,12 @@ def test_interview_stopped_early_counts_the_rest_as_not_answered(monkeypatch, ca
     assert run_cli(["--interview", "0"]) == 2
 
 
+def test_interview_quiz_prints_text_without_widgets(capsys):
+    assert drills.quiz(drills.draw(2, seed=3), use_widgets=False, interview=True) is None
+    out = capsys.readouterr().out
+    assert all(d.id in out for d in drills.draw(2, seed=3)) and "python -m grader drill --interview" in out
+
+
 def test_widget_interview_gives_no_feedback_until_the_end():
     pytest.importorskip("ipywidgets")
     chosen = [drills.get("05.compile_or_export"), drills.get("03.graph_breaks_log")]

@@ -326,8 +326,8 @@ predict(
     """,
     """The logger call on line 12: Dynamo does not trace `logging.Logger` methods outside export ("logging.Logger
     method not supported for non-export cases"), so the graph ends there and the logging runs in Python.
-    `time.time()` is traced (its value becomes a constant of the graph), and a branch on a size is decided
-    from the shape while tracing, guarded, not a break. Rule of thumb: branches on shapes specialise,
+    `time.time()` does not break the graph here (Dynamo handles the call while tracing), and a branch on a
+    size is decided from the shape while tracing, guarded, not a break. Rule of thumb: branches on shapes specialise,
     branches on values break. To keep logging inside compiled code, list the function in
     `torch._dynamo.config.reorderable_logging_functions`, or log outside the compiled region.""",
     form="break_line",

@@ -259,9 +259,9 @@ predict(
     """,
     """The dynamo-based exporter converts `dynamic_axes` into `dynamic_shapes` for `torch.export` (added in
     pytorch/pytorch#128371), so the file's input reads `["batch", 4]`: dimension 0 symbolic, the others
-    fixed. The conversion has limits (it relies on `input_names` lining up with the forward's arguments),
-    and the constraints are torch.export's: a named dimension the model specialises is an export error
-    where the TorchScript exporter quietly wrote a symbol. New code should pass `dynamic_shapes`.""",
+    fixed. The constraints are then torch.export's: a dimension the model specialises is an export
+    error, or a fixed size, where the TorchScript exporter quietly wrote a symbol. New code should pass
+    `dynamic_shapes` and read `graph.input` back.""",
 )
 def _(ns):
     import torch
