@@ -75,12 +75,15 @@ concept(
 
 concept(
     "05.compile_or_export",
-    "You need one graph to run in a C++ inference server with no Python. torch.compile or torch.export?",
+    "You need one graph to run in a C++ inference server with no Python. Which do you start from?",
     "torch.export",
     """torch.export guarantees one complete graph (or an error), never falls back to Python, and its
     ExportedProgram can be compiled ahead of time with AOTInductor or translated to ONNX. torch.compile is
-    a just-in-time optimiser for a Python process: it graph-breaks and runs the rest in Python.""",
-    choices=("torch.compile", "torch.export"),
+    a just-in-time optimiser for a Python process: it graph-breaks and runs the rest in Python. Neither
+    `fullgraph=True` nor a mode changes that: they make the compiled function stricter or faster, but it
+    is still compiled on first call, in Python, guarded, and nothing is written for a C++ runtime to load.""",
+    choices=("torch.export", "torch.compile", "torch.compile(fullgraph=True): one graph, so it can be deployed",
+             'torch.compile(mode="max-autotune"), saved with its compiled kernels'),
 )
 
 concept(
