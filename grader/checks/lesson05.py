@@ -177,3 +177,67 @@ def pt2_roundtrip(save_and_load):
     for name, program in (("your loaded program", loaded), ("torch.export.load of your file", independent)):
         expect_close(f"{name}, against the original model", call(program.module(), x, name=f"{name}.module()"), model(x))
     return "the .pt2 file round-trips: same outputs as the original model on fresh inputs"
+
+
+def mean_gate(x):
+    """Exercise 05.trace_wrong_input: the check traces this on an example of its own whose mean is above 1."""
+    if x.mean() > 1:
+        return x * 2
+    return x + 1
+
+
+MAX_ELEMENTS = 64
+
+
+def as_small_tensor(name: str, value) -> torch.Tensor:
+    """``value`` as a detached CPU copy, if it is exactly a ``torch.Tensor`` (no subclass, no list), floating
+    point, 1-D, with 1 to ``MAX_ELEMENTS`` finite elements; refused with a message saying which rule it broke."""
+    if type(value) is not torch.Tensor:
+        kind = type(value)
+        shown = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        raise CheckFailed(f"`{name}`: give a plain torch.Tensor (e.g. torch.tensor([...])), got {shown}",
+                          measured=shown, expected="torch.Tensor")
+    if value.layout is not torch.strided or value.device.type == "meta":
+        raise CheckFailed(f"`{name}`: give an ordinary dense tensor, got layout {value.layout} on {value.device}")
+    if not value.is_floating_point():
+        raise CheckFailed(f"`{name}`: give a floating-point tensor (e.g. torch.tensor([0.5, -2.0])), got dtype {value.dtype}",
+                          measured=str(value.dtype), expected="a floating dtype")
+    if value.dim() != 1 or not 1 <= value.numel() <= MAX_ELEMENTS:
+        raise CheckFailed(f"`{name}`: give a 1-D tensor of 1 to {MAX_ELEMENTS} elements, got shape {tuple(value.shape)}",
+                          measured=tuple(value.shape), expected=f"(n,) with 1 <= n <= {MAX_ELEMENTS}")
+    value = value.detach().to("cpu").clone()
+    if not bool(torch.isfinite(value).all()):
+        raise CheckFailed(f"`{name}`: every element must be finite (no NaN or inf), got {value.tolist()}")
+    return value
+
+
+def traced_and_scripted(fn, example: torch.Tensor):
+    """``torch.jit.trace(fn, example)`` and ``torch.jit.script(fn)``, their warnings (deprecation, tracer)
+    silenced: here they are expected."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.jit.trace(fn, example), torch.jit.script(fn)
+
+
+def trace_wrong_input(wrong_input):
+    x = as_small_tensor("wrong_input", wrong_input)
+    gen = probes.fresh_generator()
+    example = 1.5 + torch.rand(4, generator=gen)  # mean above 1: the trace records the `x * 2` branch
+    traced, scripted = traced_and_scripted(mean_gate, example)
+    eager_out, traced_out, scripted_out = mean_gate(x), traced(x), scripted(x)
+    gap = float((traced_out - eager_out).abs().max())
+    expect(torch.allclose(scripted_out, eager_out), "the scripted function differs from eager on your input "
+           "(it should not: script keeps the `if`); give an ordinary input")
+    took = "x * 2" if bool(x.mean() > 1) else "x + 1"
+    tolerance = 1e-3 * max(1.0, float(eager_out.abs().max()))
+    if gap <= tolerance:
+        why = ("its mean is above 1, so eager takes the `x * 2` branch, the very branch the trace recorded"
+               if took == "x * 2" else
+               "eager takes the `x + 1` branch, but on these values `x + 1` and `x * 2` agree (they do where x is 1)")
+        raise CheckFailed(f"on your input the trace is right: {why}; largest difference {gap:.2g}. Give an input "
+                          "on which eager takes the other branch and the two branches give different numbers",
+                          measured=f"trace - eager: {gap:.2g}", expected=f"more than {tolerance:.2g}")
+    return (f"eager and script take the `{took}` branch on your input; the trace, recorded on an example with mean "
+            f"above 1, still computes `x * 2` and is off by up to {gap:.3g}, without an error")
