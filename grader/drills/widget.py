@@ -178,7 +178,7 @@ def _widget_interview(selection: Sequence[Drill], clock: Callable[[], float] = t
     refresh()
     if tick:
         def ticking():
-            while not session.done and session.elapsed() < 4 * 3600:
+            while not session.done and session.elapsed() < 3600:  # an abandoned interview stops ticking after an hour
                 time.sleep(1)
                 refresh()
 
