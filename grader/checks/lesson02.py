@@ -366,3 +366,74 @@ def mega_cache(save_warm_start):
     expect_close("outputs of the model compiled from your artifacts", out, want)
     return ("a fresh process with an empty cache loaded your artifacts and compiled the model from them: "
             "FX graph cache hits, no misses, outputs match eager")
+
+
+# --- Inductor's options: epilogue fusion (section 4) ----------------------------------------------
+
+def kernels_in(code: str) -> list[str]:
+    """The kernels one call of Inductor's output ``code`` runs: each kernel it generates (``cpp_fused_*``,
+    ``triton_*``, defined through ``async_compile``) and each library call (``extern_kernels.mm``, ...)."""
+    import re
+
+    generated = re.findall(r"^(\w+) = async_compile\.\w+\(", code, re.M)
+    library = re.findall(r"\bextern_kernels\.\w+", code.split("def call(", 1)[-1])
+    return generated + library
+
+
+# Settings under which a CPU matmul is a kernel Inductor generates (a C++ GEMM template) rather than a
+# library call, so that pointwise work after it has a kernel to fuse into: max_autotune with only the
+# CPP GEMM backend, and frozen weights (inference, under torch.no_grad()).
+GEMM_TEMPLATE_OPTIONS = {"max_autotune": True, "max_autotune_gemm_backends": "CPP"}
+
+
+def output_kernels(model: torch.nn.Module, x: torch.Tensor, *, epilogue_fusion: bool, template: bool = True) -> list[str]:
+    """The kernels in Inductor's output code for ``model(x)`` on the CPU, with ``epilogue_fusion`` on or off;
+    with ``template``, under GEMM_TEMPLATE_OPTIONS and frozen weights, else under the default settings."""
+    from torch._inductor import config
+    from torch._inductor.utils import run_and_get_code
+
+    options = {"epilogue_fusion": epilogue_fusion, **(GEMM_TEMPLATE_OPTIONS if template else {})}
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad(), config.patch(freezing=template):
+            out, sources = run_and_get_code(torch.compile(model, options=options), x)
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
+    return [kernel for code in sources for kernel in kernels_in(code)]
+
+
+class TwoLayer(torch.nn.Module):
+    """Exercise 02.epilogue_kernels: two Linear layers, each followed by pointwise work."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(32, 64)
+        self.fc2 = torch.nn.Linear(64, 16)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc2(torch.relu(self.fc1(x)))) * 3
+
+
+def epilogue_kernel_counts() -> dict[bool, list[str]]:
+    """The kernels of TwoLayer's output code, keyed by epilogue_fusion, under GEMM_TEMPLATE_OPTIONS."""
+    model = probes.seeded(TwoLayer).eval()
+    x = torch.randn(8, 32, generator=probes.fresh_generator())
+    try:
+        return {fusion: output_kernels(model, x, epilogue_fusion=fusion) for fusion in (True, False)}
+    except torch._inductor.exc.InductorError:  # no C++ GEMM template for this CPU: its matmuls are library calls
+        return {fusion: output_kernels(model, x, epilogue_fusion=fusion, template=False) for fusion in (True, False)}
+
+
+def epilogue_kernels(kernels_fused, kernels_unfused):
+    predicted = {True: as_int("kernels_fused", kernels_fused), False: as_int("kernels_unfused", kernels_unfused)}
+    measured = epilogue_kernel_counts()
+    right = [fusion for fusion in (True, False) if predicted[fusion] == len(measured[fusion])]
+    if len(right) < 2:
+        said = "; ".join(f"epilogue_fusion={fusion}: you said {predicted[fusion]}, the output code has "
+                         f"{len(measured[fusion])} ({', '.join(measured[fusion])})" for fusion in (True, False))
+        raise CheckFailed(f"{len(right)}/2 kernel counts right. {said}",
+                          measured={str(k): predicted[k] for k in predicted},
+                          expected={str(k): len(v) for k, v in measured.items()}, fraction=len(right) / 2)
+    return (f"measured: {len(measured[True])} kernels with epilogue fusion ({', '.join(measured[True])}), "
+            f"{len(measured[False])} without")
