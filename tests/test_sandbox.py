@@ -30,17 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MEMORY_MB = 2048
 TOKEN = f"{600 + secrets.randbelow(10**6) / 10**7:.7f}"  # `sleep TOKEN`: a process the host can look for
 
-# Shared pages, which RLIMIT_DATA does not count: only the grader's watchdog, watching the sandbox's
-# process tree from outside, can stop them. Bounded at 4 GB in case it failed.
-HOG_SHARED = """
-import mmap, time
-held = []
-for _ in range(64):
-    chunk = mmap.mmap(-1, 64 << 20)
-    chunk[::4096] = b"\\x01" * ((64 << 20) // 4096)
-    held.append(chunk)
-time.sleep(120)
-"""
+# Shared pages (RLIMIT_DATA does not count them): only the watchdog, watching the sandbox's process tree
+# from outside, can stop them. The same bounded hog as test_limits.
+from test_limits import HOG_SHARED  # noqa: E402
 
 
 def attacks(port: int, home: Path) -> dict[str, str]:
