@@ -304,3 +304,13 @@ def test_beat_eager_races_the_graders_own_eager_model():
     assert not result.passed and "not fast enough" in result.message, result
     eager_us = float(result.message.split("against eager's ")[1].split(" µs")[0])
     assert eager_us < 1500, result  # MessyNet's time, not the 2 ms sleep of the learner's CleanNet
+
+
+def test_bandwidth_reads_a_numpy_or_torch_number_and_refuses_a_lying_float():
+    import numpy as np
+    from hostile import LiarFloat
+
+    assert _check("01.bandwidth", lambda fn, x: np.float64(solution_01(fn, x))).passed
+    assert _check("01.bandwidth", lambda fn, x: torch.tensor(solution_01(fn, x), dtype=torch.float64)).passed
+    liar = _check("01.bandwidth", lambda fn, x: LiarFloat(solution_01(fn, x) / 2))
+    assert not liar.passed and "plain float" in liar.message, liar
