@@ -4,7 +4,9 @@ A check function lives in ``grader.checks.lessonNN``, is named after the exercis
 learner's answers positionally, and either returns (passed; an optional message) or raises:
 
 * ``CheckFailed`` with what was measured and what was expected (``fraction`` gives partial credit);
-* ``NotAttempted`` when an answer is still the starter stub.
+* ``NotAttempted`` when an answer is still the starter stub;
+* ``Inconclusive`` when the machine was too disturbed to judge the answer either way (an error status:
+  no points, nothing concluded, "rerun" in the message).
 
 Learner code is only ever called through ``call``, so a crash in it becomes a clear message about the
 learner's code, while a crash in the check itself is reported as a grader error.
@@ -33,6 +35,10 @@ class NotAttempted(Exception):
     pass
 
 
+class Inconclusive(Exception):
+    """The check's own measurements were too disturbed (a busy machine) to pass or fail the answer."""
+
+
 def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
     """Check ``answers`` for ``exercise`` and return a Result; never raises."""
 
@@ -54,6 +60,8 @@ def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
             message = exercise.check_function(*answers)
     except NotAttempted as e:
         return result(Status.NOT_ATTEMPTED, message=str(e) or "the starter code is still in place")
+    except Inconclusive as e:
+        return result(Status.ERROR, message=f"{e}; your answer was not judged: close other programs and rerun the check")
     except CheckFailed as e:
         return result(
             Status.FAILED,

@@ -4,7 +4,7 @@ import torch
 
 import grader
 from grader import registry
-from grader.checking import CheckFailed, run_check
+from grader.checking import CheckFailed, Inconclusive, run_check
 from grader.result import Result, Status
 
 
@@ -49,6 +49,18 @@ def test_a_bug_in_a_check_is_reported_as_grader_error(monkeypatch):
     monkeypatch.setattr("grader.checks.lesson00.warmup", lambda fn: {}["boom"])
     r = run_check(ex, [lambda *a: None])
     assert r.status is Status.ERROR and "check itself failed" in r.message
+
+
+def test_an_inconclusive_measurement_is_neither_passed_nor_failed(monkeypatch):
+    ex = registry.get("01.bandwidth")
+
+    def busy(fn):
+        raise Inconclusive("the machine was too busy to judge 01.bandwidth")
+
+    monkeypatch.setattr("grader.checks.lesson01.bandwidth", busy)
+    r = run_check(ex, [lambda *a: None])
+    assert r.status is Status.ERROR and r.points == 0
+    assert "too busy" in r.message and "not judged" in r.message and "rerun" in r.message
 
 
 def test_partial_credit(monkeypatch):
