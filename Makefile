@@ -21,7 +21,7 @@ export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
 export JUPYTER_PREFER_ENV_PATH := 1
 export PYTHONWARNINGS := ignore::DeprecationWarning:jupyter_client.connect
 
-.PHONY: setup lab test test-fast test-browser build grade clean
+.PHONY: setup deploy lab test test-fast test-browser build grade clean
 setup: $(STAMP)
 
 # Idempotent: the venv is made once; the install reruns only when the pins or the package change.
@@ -34,7 +34,17 @@ $(STAMP): constraints.txt pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (compile-export)" >/dev/null
 	@touch $(STAMP)
 
+# The optional deployment paths (TVM, ExecuTorch: about 35 more packages, 45 s here); `make test` installs
+# them, `make lab` offers them. Where a wheel is missing or cannot load, their cells and checks skip.
+DEPLOY_STAMP := $(VENV)/.deploy-installed
+deploy: $(DEPLOY_STAMP)
+$(DEPLOY_STAMP): $(STAMP)
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[deploy]'
+	$(PY) -m pip check
+	@touch $(DEPLOY_STAMP)
+
 lab: setup
+	@test -e $(DEPLOY_STAMP) || echo "Optional: 'make deploy' adds TVM and ExecuTorch for lessons 07-08 (their cells skip without them)."
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
 
 build: setup
@@ -53,7 +63,7 @@ build: setup
 # (Inductor picks the same instruction set on this machine); the lessons run without it for learners.
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval-sanitize.cfg
 test: export TORCHINDUCTOR_VEC_ISA_OK := 1
-test: setup
+test: deploy
 	$(PY) -m grader build --check
 	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder $(NBVAL) --ignore=tests/browser tests solutions
 
@@ -65,7 +75,7 @@ test-browser: setup
 	$(PY) -m pytest -p no:xdist -q tests/browser
 
 # Everything but whole-notebook execution.
-test-fast: setup
+test-fast: deploy
 	$(PY) -m pytest -m "not notebooks" --ignore=tests/browser tests
 
 grade: setup

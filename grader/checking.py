@@ -51,6 +51,11 @@ def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
             Status.FAILED,
             message=f"this check takes {len(exercise.answers)} answer(s) ({names}); it was given {len(answers)}",
         )
+    from . import optional
+
+    absent = optional.missing(exercise.requires)
+    if absent:
+        return result(Status.SKIPPED, message=f"not judged here: {optional.explain(absent)}")
     stubs = [name for name, value in zip(exercise.answers, answers) if value is Ellipsis]
     if stubs:
         return result(Status.NOT_ATTEMPTED, message=f"replace the `...` in {', '.join(stubs)} with your answer")

@@ -33,6 +33,7 @@ class Exercise:
     kind: str
     answers: tuple[str, ...]  # names of the learner's answer objects, in the order check() takes them
     hint: str
+    requires: tuple[str, ...] = ()  # optional modules the check needs (grader.optional): skipped without them
 
     @property
     def lesson(self) -> str:
@@ -68,6 +69,7 @@ def load() -> tuple[dict[str, Lesson], dict[str, Exercise]]:
             kind=raw["kind"],
             answers=tuple(raw["answers"]),
             hint=raw["hint"].strip(),
+            requires=tuple(raw.get("requires", ())),
         )
         if not ID_PATTERN.match(ex.id):
             raise RegistryError(f"exercise id {ex.id!r} is not of the form NN.slug")

@@ -15,6 +15,7 @@ class Status(str, enum.Enum):
     NOT_ATTEMPTED = "not attempted"
     ERROR = "error"
     TIMEOUT = "timeout"
+    SKIPPED = "skipped"  # the check needs an optional package this machine lacks: nothing judged, nothing lost
 
     def __str__(self) -> str:
         return self.value
@@ -26,6 +27,7 @@ _COLOURS = {
     Status.NOT_ATTEMPTED: "#6e7781",
     Status.ERROR: "#9a6700",
     Status.TIMEOUT: "#9a6700",
+    Status.SKIPPED: "#6e7781",
 }
 
 

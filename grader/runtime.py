@@ -146,8 +146,11 @@ def seed(value: int = 0) -> None:
 
 def setup(seed_value: int = 0, *, report: bool = True) -> Environment:
     """Seed every generator, quiet known noise, and report versions, device and threads."""
+    from . import optional
+
     seed(seed_value)
     quiet()
+    optional.register()  # %%needs tvm: cells of the optional deployment paths skip cleanly without them
     env = environment()
     if report:
         print(env)

@@ -1,0 +1,79 @@
+"""Optional packages: the deployment paths of lessons 07 and 08 (TVM, ExecuTorch) and what to do without them.
+
+They come with the ``deploy`` extra (``make deploy``, which ``make test`` runs; ``pip install -e '.[deploy]'``
+by hand): large wheels that exist for some platforms and torch builds only. Where one is missing, or is
+installed but cannot load (built for another torch), the lessons say so and skip its cells, and the checks
+that need it answer "skipped", never "failed":
+
+* ``%%needs tvm`` on the first line of a cell runs the cell only where ``import tvm`` works, and otherwise
+  prints one line saying what is missing and how to install it (``grader.setup()`` registers the magic);
+* ``requires = ["tvm"]`` on an exercise in ``exercises.toml`` makes its check skip the same way.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+from functools import cache
+
+# module -> (the distribution that provides it, the name the lessons use)
+PACKAGES = {
+    "tvm": ("apache-tvm", "Apache TVM"),
+    "executorch": ("executorch", "ExecuTorch"),
+}
+INSTALL = "make deploy (or: pip install -e '.[deploy]' -c constraints.txt)"
+
+
+@cache
+def problem(module: str) -> str | None:
+    """None when ``module`` imports; otherwise why not, in a few words. Cached: a failed import is not
+    retried within the process."""
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # ImportError, or a wheel built for another torch failing as it loads (OSError, ...)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        if isinstance(e, ModuleNotFoundError) and e.name == module:
+            return "not installed"
+        return f"installed but cannot load here ({type(e).__name__}: {first[:160]})"
+    return None
+
+
+def missing(modules) -> dict[str, str]:
+    """The modules among ``modules`` that cannot be imported, each with its reason."""
+    return {m: why for m in modules if (why := problem(m)) is not None}
+
+
+def explain(reasons: dict[str, str]) -> str:
+    parts = [f"{PACKAGES.get(m, (m, m))[1]} ({PACKAGES.get(m, (m,))[0]}) is {why}" for m, why in reasons.items()]
+    return "; ".join(parts) + f". To run it: {INSTALL}, then restart the kernel"
+
+
+def _run(cell: str, namespace: dict) -> object:
+    """Run ``cell`` in ``namespace`` like a notebook cell: the value of a last bare expression is returned."""
+    tree = ast.parse(cell)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, "<cell>", "exec"), namespace)
+    if last is not None:
+        return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
+    return None
+
+
+def needs(line: str, cell: str) -> object:
+    """The ``%%needs module [module ...]`` cell magic."""
+    from IPython import get_ipython
+
+    reasons = missing(line.split())
+    if reasons:
+        print(f"skipped: {explain(reasons)}.")
+        return None
+    return _run(cell, get_ipython().user_ns)
+
+
+def register() -> None:
+    """Register ``%%needs`` in the running IPython, if there is one."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.register_magic_function(needs, magic_kind="cell", magic_name="needs")
