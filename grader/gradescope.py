@@ -59,7 +59,7 @@ fi
 PY="$ROOT/venv/bin/python"
 "$PY" -m pip install -q --upgrade pip
 "$PY" -m pip install -q -c "$SRC/constraints.txt" --index-url {cpu_index} torch=={torch}
-"$PY" -m pip install -q -c "$SRC/constraints.txt" -e "$SRC"
+"$PY" -m pip install -q -c "$SRC/constraints.txt" -e "$SRC{extras}"
 "$PY" -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (compile-export)"
 "$PY" -c 'import torch; v = torch.__version__; assert v.split("+")[0] == "{torch}" and torch.version.cuda is None, v; print("torch", v)'
 """
@@ -83,6 +83,13 @@ def pinned_torch(constraints: Path = REPO / "constraints.txt") -> str:
     return found.group(1)
 
 
+def extras(lessons: list[str]) -> str:
+    """The pip extras the graded lessons' checks need: ``[deploy]`` (TVM, ExecuTorch) when one of their
+    exercises requires an optional package, so that nothing is graded "skipped" on Gradescope."""
+    needed = any(e.requires for number in lessons for e in registry.exercises(number))
+    return "[deploy]" if needed else ""
+
+
 def _check_lessons(lessons: list[str]) -> None:
     known = registry.lessons()
     unknown = [n for n in lessons if n not in known]
@@ -96,7 +103,7 @@ def bundle(lessons: list[str], out: Path, *, jobs: int = 1, notebook_timeout: fl
     _check_lessons(lessons)
     torch = pinned_torch()
     scripts = {
-        "setup.sh": SETUP.format(torch=torch, cpu_index=CPU_INDEX),
+        "setup.sh": SETUP.format(torch=torch, cpu_index=CPU_INDEX, extras=extras(lessons)),
         "run_autograder": RUN.format(lessons=",".join(lessons), jobs=max(1, jobs), timeout=notebook_timeout,
                                      cell_timeout=cell_timeout, memory_mb=memory_mb),
     }

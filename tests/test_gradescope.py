@@ -178,7 +178,7 @@ def test_setup_installs_the_pinned_cpu_torch_first_and_nothing_unpinned(bundle, 
     assert all('-c "$SRC/constraints.txt"' in line for line in installs), installs  # every install is pinned
     first, second = installs
     assert f"--index-url {gradescope.CPU_INDEX} torch=={torch}" in first  # torch alone, pinned, CPU build
-    assert '-e "$SRC"' in second and "torch" not in second
+    assert f'-e "$SRC{gradescope.extras(LESSONS)}"' in second and "torch" not in second
     assert f'== "{torch}" and torch.version.cuda is None' in setup  # and it is proved at the end
     assert "python3.11" in setup and "(3, 11) <= sys.version_info[:2] < (3, 14)" in setup
 
@@ -238,3 +238,13 @@ def test_a_grader_failure_still_writes_a_test_per_exercise(tmp_path, monkeypatch
 def test_the_cli_refuses_an_unknown_lesson(tmp_path, capsys):
     assert cli.main(["gradescope", "--lessons", "42", "--out", str(tmp_path / "a.zip")]) == 2
     assert "no lesson 42" in capsys.readouterr().err and not (tmp_path / "a.zip").exists()
+
+
+def test_lessons_whose_checks_need_tvm_or_executorch_install_the_deploy_extra(tmp_path):
+    needing = sorted({e.lesson for e in registry.exercises() if e.requires})
+    assert needing, "no exercise requires an optional package: then this test proves nothing"
+    plain = sorted(set(registry.lessons()) - set(needing))[0]
+    for lessons, extra in ((needing[:1], "[deploy]"), ([plain], "")):
+        with zipfile.ZipFile(gradescope.bundle(lessons, tmp_path / f"{lessons[0]}.zip")) as z:
+            setup = z.read("setup.sh").decode()
+        assert f'-e "$SRC{extra}"\n' in setup, (lessons, setup)
