@@ -12,7 +12,11 @@ that need it answer "skipped", never "failed":
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
+import io
+import logging
+import warnings
 from functools import cache
 
 # module -> (the distribution that provides it, the name the lessons use)
@@ -23,17 +27,54 @@ PACKAGES = {
 INSTALL = "make deploy (or: pip install -e '.[deploy]' -c constraints.txt)"
 
 
+def _tvm_runs() -> None:
+    import torch
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    model, x = torch.nn.Linear(3, 2).eval(), torch.randn(4, 3)
+    executable = tvm.compile(from_exported_program(torch.export.export(model, (x,))), target="llvm")
+    out = relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(x.numpy()))
+    torch.testing.assert_close(torch.from_numpy(out[0].numpy()), model(x).detach())
+
+
+def _executorch_runs() -> None:
+    import torch
+    from executorch.exir import to_edge
+    from executorch.runtime import Runtime
+
+    model, x = torch.nn.Linear(3, 2).eval(), torch.randn(4, 3)
+    program = to_edge(torch.export.export(model, (x,))).to_executorch()
+    out = Runtime.get().load_program(program.buffer).load_method("forward").execute([x])[0]
+    torch.testing.assert_close(out, model(x).detach())
+
+
+# A wheel can import and still fail at its first real call when it was built for another torch (ExecuTorch
+# 1.5.1 under torch 2.11: "RuntimeError: tensor does not have a device"), so each package is also run once.
+_SMOKE = {"tvm": _tvm_runs, "executorch": _executorch_runs}
+
+
 @cache
 def problem(module: str) -> str | None:
-    """None when ``module`` imports; otherwise why not, in a few words. Cached: a failed import is not
-    retried within the process."""
+    """None when ``module`` imports and (for TVM and ExecuTorch) runs a tiny model right; otherwise why not,
+    in a few words. Import noise is swallowed here, once. Cached: each module is tried once per process."""
     try:
-        importlib.import_module(module)
-    except Exception as e:  # ImportError, or a wheel built for another torch failing as it loads (OSError, ...)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            logging.disable(logging.WARNING)
+            try:
+                importlib.import_module(module)
+                if module in _SMOKE:
+                    _SMOKE[module]()
+            finally:
+                logging.disable(logging.NOTSET)
+    except Exception as e:  # ImportError, or a wheel built for another torch failing as it loads or runs
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         if isinstance(e, ModuleNotFoundError) and e.name == module:
             return "not installed"
-        return f"installed but cannot load here ({type(e).__name__}: {first[:160]})"
+        return f"installed but cannot run here ({type(e).__name__}: {first[:160]})"
     return None
 
 

@@ -22,7 +22,7 @@ def broken_module(tmp_path, monkeypatch):
 
 def test_a_missing_module_and_a_broken_one_are_told_apart(broken_module):
     assert optional.problem("no_such_module_here") == "not installed"
-    assert optional.problem(broken_module).startswith("installed but cannot load here (OSError: undefined symbol")
+    assert optional.problem(broken_module).startswith("installed but cannot run here (OSError: undefined symbol")
     assert optional.problem("json") is None
     assert optional.missing(["json", "no_such_module_here"]) == {"no_such_module_here": "not installed"}
 
