@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import itertools
 import io
 import logging
 import warnings
@@ -89,13 +90,21 @@ def explain(reasons: dict[str, str]) -> str:
 
 
 def _run(cell: str, namespace: dict) -> object:
-    """Run ``cell`` in ``namespace`` like a notebook cell: the value of a last bare expression is returned."""
-    tree = ast.parse(cell)
+    """Run ``cell`` in ``namespace`` like a notebook cell: the value of a last bare expression is returned.
+    Its source is registered with linecache, so that a traceback shows the cell's lines."""
+    import linecache
+
+    name = f"<%%needs cell {next(_CELLS)}>"
+    linecache.cache[name] = (len(cell), None, cell.splitlines(keepends=True), name)
+    tree = ast.parse(cell, name)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    exec(compile(tree, "<cell>", "exec"), namespace)
+    exec(compile(tree, name, "exec"), namespace)
     if last is not None:
-        return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
+        return eval(compile(ast.Expression(last.value), name, "eval"), namespace)
     return None
+
+
+_CELLS = itertools.count(1)
 
 
 def needs(line: str, cell: str) -> object:

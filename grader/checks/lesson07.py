@@ -340,3 +340,110 @@ def quantize(quantize_fn):
     return (f"dst holds {integer} bytes of int8/uint8 weights ({total} bytes of weights in all against {fp32} in "
             f"fp32); onnxruntime matches eager at batch {' and '.join(map(str, QUANTIZE_BATCHES))} to within "
             f"{QUANTIZE_TOLERANCE:.0%} of the largest output")
+
+
+# --- 07.tvm_any_batch ------------------------------------------------------------------------------
+
+TVM_BATCHES = (4, 1, 7, 64)  # the example's batch first: a static build passes it and fails the others
+
+
+def _tvm_output(vm, x: torch.Tensor) -> torch.Tensor:
+    import tvm
+
+    out = vm["main"](tvm.runtime.tensor(x.numpy()))
+    return torch.from_numpy((out if hasattr(out, "numpy") else out[0]).numpy())
+
+
+def tvm_any_batch(build_tvm):
+    import tvm
+    from tvm import relax
+    from tvm.relax.vm_build import VMExecutable
+
+    expect_callable("build_tvm", build_tvm)
+    model = probes.seeded(small_mlp).eval()
+    gen = probes.fresh_generator()
+    example = torch.randn(TVM_BATCHES[0], FEATURES, generator=gen)
+    with probes.silenced():
+        executable = call(build_tvm, model, example, name="build_tvm")
+    expect(
+        type(executable) is VMExecutable,
+        f"build_tvm returned a {type(executable).__name__}, not the executable tvm.compile builds: return "
+        "tvm.compile(from_exported_program(program), target=\"llvm\")",
+        measured=type(executable).__name__, expected="tvm.relax.vm_build.VMExecutable",
+    )
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    for number, batch in enumerate(TVM_BATCHES):
+        x = torch.randn(batch, FEATURES, generator=gen)
+        try:
+            got = _tvm_output(vm, x)
+        except Exception as e:
+            if number == 0:
+                raise CheckFailed(f"your executable failed on a batch of {batch}, the example's: "
+                                  f"{type(e).__name__}: {first_line(e)[:200]}")
+            raise CheckFailed(
+                f"your executable runs the example's batch of {TVM_BATCHES[0]} but fails at batch {batch} "
+                f"({first_line(e)[:160]}): export with a dynamic batch (dynamic_shapes with a Dim on dimension 0)",
+                measured=f"batch {TVM_BATCHES[0]} only", expected="any batch", fraction=1 / 3,
+            )
+        with torch.no_grad():
+            want = model(x)
+        try:
+            expect_close(f"TVM and eager differ at batch {batch}", got, want, rtol=1e-4, atol=1e-5)
+        except CheckFailed as e:
+            raise CheckFailed(e.message + " (is it the model the check passed, in eval mode?)",
+                              measured=e.measured, expected=e.expected)
+    return f"TVM matches eager at batch {', '.join(map(str, TVM_BATCHES))}, from one executable"
+
+
+# --- 07.xnnpack_delegation -------------------------------------------------------------------------
+
+def delegable_mlp() -> torch.nn.Module:
+    """Linear layers and ReLUs: XNNPACK takes every operator of it."""
+    return torch.nn.Sequential(torch.nn.Linear(FEATURES, 24), torch.nn.ReLU(), torch.nn.Linear(24, 24),
+                               torch.nn.ReLU(), torch.nn.Linear(24, 3))
+
+
+def xnnpack_delegation(lower_for_xnnpack):
+    from executorch.exir._serialize._program import deserialize_pte_binary
+    from executorch.runtime import Runtime
+
+    expect_callable("lower_for_xnnpack", lower_for_xnnpack)
+    model = probes.seeded(delegable_mlp).eval()
+    gen = probes.fresh_generator()
+    example = torch.randn(6, FEATURES, generator=gen)
+    with probes.silenced():
+        program = call(lower_for_xnnpack, model, example, name="lower_for_xnnpack")
+    expect(
+        type(program) is bytes,
+        f"lower_for_xnnpack returned a {type(program).__name__}; return the program's bytes "
+        "(`.to_executorch().buffer`)",
+        measured=type(program).__name__, expected="bytes",
+    )
+    try:
+        plan = deserialize_pte_binary(program).program.execution_plan[0]
+        method = Runtime.get().load_program(program).load_method("forward")
+    except Exception as e:
+        raise CheckFailed(f"those bytes are not an ExecuTorch program the runtime loads: {type(e).__name__}: "
+                          f"{first_line(e)[:200]}")
+    for _ in range(2):
+        x = torch.randn(*example.shape, generator=gen)
+        try:
+            got = method.execute([x])[0]
+        except Exception as e:
+            raise CheckFailed(f"the program failed at the example's shape {tuple(example.shape)}: "
+                              f"{type(e).__name__}: {first_line(e)[:200]}")
+        with torch.no_grad():
+            expect_close("your program and eager differ", got, model(x), rtol=1e-4, atol=1e-5)
+    kinds = collections.Counter(type(i.instr_args).__name__ for chain in plan.chains for i in chain.instructions)
+    portable = [op.name for op in plan.operators]
+    backends = sorted({d.id for d in plan.delegates})
+    if kinds.get("KernelCall") or backends != ["XnnpackBackend"]:
+        raise CheckFailed(
+            f"the program computes the right numbers, but {kinds.get('KernelCall', 0)} of its instructions "
+            f"call portable kernels ({', '.join(portable) or 'none'}) and its delegates are "
+            f"{backends or 'none'}: lower with partitioner=[XnnpackPartitioner()]",
+            measured=f"{kinds.get('DelegateCall', 0)} delegate call(s), {kinds.get('KernelCall', 0)} kernel call(s)",
+            expected="only XnnpackBackend delegate calls", fraction=1 / 3,
+        )
+    return (f"{kinds['DelegateCall']} XNNPACK delegate call(s), no portable kernel; the runtime matches eager "
+            "on fresh inputs")
