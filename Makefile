@@ -34,7 +34,7 @@ $(STAMP): constraints.txt pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (compile-export)" >/dev/null
 	@touch $(STAMP)
 
-# The optional deployment paths (TVM, ExecuTorch: about 35 more packages, 45 s here); `make test` installs
+# The optional deployment paths (TVM, ExecuTorch: 36 more packages); `make test` installs
 # them, `make lab` offers them. Where a wheel is missing or cannot load, their cells and checks skip.
 DEPLOY_STAMP := $(VENV)/.deploy-installed
 deploy: $(DEPLOY_STAMP)
