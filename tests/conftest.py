@@ -45,3 +45,24 @@ def pytest_collection_modifyitems(config, items):
         else:
             weight[scope] = 20_000 if item.get_closest_marker("notebooks") else 0
     items.sort(key=lambda item: -weight[_scope(item)])
+    _skip_checks_whose_packages_are_missing(items)
+
+
+def _skip_checks_whose_packages_are_missing(items) -> None:
+    """nbval compares a check cell's saved "passed" with its output now; where the check needs an optional
+    package this environment lacks or cannot run (ExecuTorch under torch 2.11), it says "skipped": not a
+    regression, so that cell is skipped, with the reason."""
+    import re
+
+    import pytest
+
+    from grader import optional, registry
+
+    for item in items:
+        source = getattr(getattr(item, "cell", None), "source", "")
+        found = re.search(r"grader\.check\(\s*[\"'](\d\d\.\w+)[\"']", source) if source else None
+        if not found:
+            continue
+        missing = optional.missing(registry.get(found.group(1)).requires)
+        if missing:
+            item.add_marker(pytest.mark.skip(reason=f"{found.group(1)}: {optional.explain(missing)}"))

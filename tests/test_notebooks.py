@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import registry
+from grader import optional, registry
 from grader.authoring import NOTEBOOKS, SOLUTIONS
 from grader.pipeline import run_notebook
 from grader.result import Status
@@ -25,9 +25,14 @@ pytestmark = pytest.mark.notebooks
 def test_solution_scores_full_marks(lesson):
     report = run_notebook(SOLUTIONS / lesson.notebook)
     assert not report.problems, report.problems
-    assert [r.id for r in report.results] == [e.id for e in registry.exercises(lesson.number)]
-    assert all(r.status is Status.PASSED for r in report.results), str(report)
-    assert report.score == report.max_score > 0
+    exercises = registry.exercises(lesson.number)
+    assert [r.id for r in report.results] == [e.id for e in exercises]
+    # Full marks, except where this environment lacks an optional package a check needs (another torch):
+    # then that check says "skipped", and nothing else may.
+    skipped = {e.id for e in exercises if optional.missing(e.requires)}
+    for result in report.results:
+        assert result.status is (Status.SKIPPED if result.id in skipped else Status.PASSED), str(report)
+    assert report.score == sum(e.points for e in exercises if e.id not in skipped) > 0
 
 
 HIDDEN = {
