@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from .claims import claim
-from .runtime import Environment, artifact, device, environment, ort_providers, setup
+from .runtime import Environment, artifact, device, environment, ort_providers, ort_where, setup
 from .plots import figure
 from .result import Result, Status
 from .timing import Timing, benchmark, interleaved, timeline
 
 __all__ = [
     "Environment", "Result", "Status", "Timing", "artifact", "benchmark", "check", "claim", "device", "environment",
-    "figure", "hint", "interleaved", "ort_providers", "progress", "setup", "timeline",
+    "figure", "hint", "interleaved", "ort_providers", "ort_where", "progress", "setup", "timeline",
 ]
 
 

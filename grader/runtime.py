@@ -59,21 +59,34 @@ def device() -> torch.device:
     return torch.device(environment().device)
 
 
-def ort_providers() -> tuple[list[str], str]:
-    """The onnxruntime execution providers for a race against PyTorch on ``device()``, and where that
-    puts onnxruntime, in words. ``get_available_providers()`` lists what the onnxruntime build has, not
-    what the machine has: the CUDA provider is used only where PyTorch sees a GPU too."""
+def ort_providers() -> list:
+    """The onnxruntime execution providers for a race against PyTorch on ``device()``. ``get_available_providers()``
+    lists what the onnxruntime build has, not what the machine has: the CUDA provider is asked for only where
+    PyTorch sees a GPU too, with TF32 off (onnxruntime's CUDA provider turns it on by default, PyTorch's float32
+    matmuls run without it at the default precision, and TF32's rounding would break a 1e-4 parity check)."""
+    import onnxruntime as ort
+
+    if torch.cuda.is_available() and "CUDAExecutionProvider" in ort.get_available_providers():
+        return [("CUDAExecutionProvider", {"use_tf32": "0"}), "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
+
+
+def ort_where(session) -> str:
+    """Where an onnxruntime ``session`` made with ``ort_providers()`` really runs, in words: a provider that is
+    available but cannot start (CUDA or cuDNN libraries that do not load) falls back to the CPU silently."""
     import onnxruntime as ort
 
     if not torch.cuda.is_available():
-        return ["CPUExecutionProvider"], "onnxruntime runs on the CPU, like every path here"
+        return "onnxruntime runs on the CPU, like every path here"
+    if session.get_providers()[0] == "CUDAExecutionProvider":
+        return ("onnxruntime runs on the GPU (CUDAExecutionProvider, TF32 off as in PyTorch); its inputs and "
+                "outputs cross to and from host memory on every call, and the race counts those copies")
     if "CUDAExecutionProvider" in ort.get_available_providers():
-        return (["CUDAExecutionProvider", "CPUExecutionProvider"],
-                "onnxruntime runs on the GPU (CUDAExecutionProvider); its inputs and outputs cross to and from "
-                "host memory on every call, and the race counts those copies")
-    return ["CPUExecutionProvider"], (
-        "onnxruntime runs on the CPU while the PyTorch paths run on the GPU: the installed onnxruntime has no "
-        "CUDAExecutionProvider (the onnxruntime-gpu package has it), so its row is not a like-for-like race")
+        return ("onnxruntime runs on the CPU while the PyTorch paths run on the GPU: its CUDAExecutionProvider "
+                "could not start here (its CUDA or cuDNN libraries did not load) and it fell back without an "
+                "error, so its row is not a like-for-like race")
+    return ("onnxruntime runs on the CPU while the PyTorch paths run on the GPU: the installed onnxruntime has no "
+            "CUDAExecutionProvider (the onnxruntime-gpu package has it), so its row is not a like-for-like race")
 
 
 # Known noise that would otherwise fill notebook outputs; filtered by exact category and message start.

@@ -14,22 +14,45 @@ from grader import runtime
 GPU_ORT = ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
 
 
-@pytest.mark.parametrize("cuda, available, expect, says", [
-    (False, ["CPUExecutionProvider"], ["CPUExecutionProvider"], "like every path here"),
-    (False, GPU_ORT, ["CPUExecutionProvider"], "like every path here"),  # onnxruntime-gpu on a machine with no GPU
-    (True, ["CPUExecutionProvider"], ["CPUExecutionProvider"], "onnxruntime-gpu"),  # a GPU, the CPU-only wheel
-    (True, GPU_ORT, ["CUDAExecutionProvider", "CPUExecutionProvider"], "runs on the GPU"),
+CUDA_NO_TF32 = ("CUDAExecutionProvider", {"use_tf32": "0"})
+
+
+class Session:  # what ort_where reads of an InferenceSession
+    def __init__(self, providers):
+        self.providers = providers
+
+    def get_providers(self):
+        return self.providers
+
+
+@pytest.mark.parametrize("cuda, available, expect, runs_on, says", [
+    (False, ["CPUExecutionProvider"], ["CPUExecutionProvider"], "CPUExecutionProvider", "like every path here"),
+    # onnxruntime-gpu on a machine with no GPU
+    (False, GPU_ORT, ["CPUExecutionProvider"], "CPUExecutionProvider", "like every path here"),
+    # a GPU, the CPU-only wheel
+    (True, ["CPUExecutionProvider"], ["CPUExecutionProvider"], "CPUExecutionProvider", "onnxruntime-gpu"),
+    (True, GPU_ORT, [CUDA_NO_TF32, "CPUExecutionProvider"], "CUDAExecutionProvider", "runs on the GPU"),
+    # a GPU and onnxruntime-gpu whose CUDA libraries do not load: the session falls back to the CPU silently
+    (True, GPU_ORT, [CUDA_NO_TF32, "CPUExecutionProvider"], "CPUExecutionProvider", "could not start"),
 ])
-def test_ort_providers_follow_torch_and_the_onnxruntime_build(monkeypatch, cuda, available, expect, says):
+def test_ort_providers_and_where_follow_torch_the_onnxruntime_build_and_the_session(
+        monkeypatch, cuda, available, expect, runs_on, says):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(ort, "get_available_providers", lambda: available)
-    providers, where = grader.ort_providers()
+    providers = grader.ort_providers()
+    where = grader.ort_where(Session([runs_on, "CPUExecutionProvider"][: 1 + (runs_on != "CPUExecutionProvider")]))
     assert providers == expect and says in where, (providers, where)
 
 
-def test_ort_providers_on_this_machine_make_a_working_session():
-    providers, _ = grader.ort_providers()
-    assert providers[-1] == "CPUExecutionProvider" and set(providers) <= set(ort.get_available_providers())
+def test_ort_providers_on_this_machine_make_a_working_session(tmp_path):
+    providers = grader.ort_providers()
+    names = [p if isinstance(p, str) else p[0] for p in providers]
+    assert names[-1] == "CPUExecutionProvider" and set(names) <= set(ort.get_available_providers())
+    model = torch.nn.Linear(4, 2)
+    path = tmp_path / "linear.onnx"
+    torch.onnx.export(model, (torch.randn(3, 4),), dynamo=True, verbose=False).save(path)
+    session = ort.InferenceSession(str(path), providers=providers)
+    assert session.get_providers()[0] == names[0] and grader.ort_where(session)
 
 
 def test_tf32_advice_is_filtered_as_noise_but_can_be_recorded():
