@@ -349,7 +349,11 @@ def test_bandwidth_reads_a_numpy_or_torch_number_and_refuses_a_lying_float():
     import numpy as np
     from hostile import LiarFloat
 
-    assert _check("01.bandwidth", lambda fn, x: np.float64(solution_01(fn, x))).passed
-    assert _check("01.bandwidth", lambda fn, x: torch.tensor(solution_01(fn, x), dtype=torch.float64)).passed
+    # Read as numbers: judged and passed, or (when the other test worker keeps the memory bus busy for all
+    # three tries) taken to the timing and left unjudged; never refused for their type (a refusal is a plain fail).
+    for answer in (lambda fn, x: np.float64(solution_01(fn, x)),
+                   lambda fn, x: torch.tensor(solution_01(fn, x), dtype=torch.float64)):
+        result = _check("01.bandwidth", answer)
+        assert result.passed or _inconclusive(result), result
     liar = _check("01.bandwidth", lambda fn, x: LiarFloat(solution_01(fn, x) / 2))
     assert not liar.passed and "plain float" in liar.message, liar

@@ -7,10 +7,18 @@ import pytest
 import torch
 
 import grader
+from grader import optional
 from grader.result import Status
 
-pytest.importorskip("tvm")
-pytest.importorskip("executorch")
+
+def _needs(module: str):
+    # Installed is not enough: ExecuTorch 1.5.1 imports under torch 2.11 and fails its first call. There the
+    # check itself says "skipped" (test_optional proves that path, and that on the pinned torch both run).
+    why = optional.problem(module)
+    return pytest.mark.skipif(why is not None, reason=f"{module} is {why}")
+
+
+needs_tvm, needs_executorch = _needs("tvm"), _needs("executorch")
 
 
 def export(model, example, dynamic: bool):
@@ -48,23 +56,27 @@ def tvm_other_model(model, example):  # a dynamic build of a model with other we
     return tvm_solution(other, example)
 
 
+@needs_tvm
 def test_tvm_solution_and_an_alternative_pass():
     for answer in (tvm_solution, tvm_bounded):
         result = grader.check("07.tvm_any_batch", answer)
         assert result.status is Status.PASSED and result.points == 3, result
 
 
+@needs_tvm
 def test_a_static_tvm_build_gets_a_third_and_is_told_to_use_a_dim():
     result = grader.check("07.tvm_any_batch", tvm_static)
     assert result.status is Status.FAILED and result.points == 1, result
     assert "dynamic batch" in result.message and "batch 4" in result.measured, result
 
 
+@needs_tvm
 def test_a_tvm_build_of_another_model_fails():
     result = grader.check("07.tvm_any_batch", tvm_other_model)
     assert result.status is Status.FAILED and result.points == 0 and "differ" in result.message, result
 
 
+@needs_tvm
 @pytest.mark.parametrize("answer", [
     lambda model, example: export(model, example, True).module(),  # runs the right numbers, but no TVM
     lambda model, example: model,
@@ -85,12 +97,14 @@ def lower(model, example, partitioned: bool) -> bytes:
     return to_edge_transform_and_lower(export(model, example, False), partitioner=partitioner).to_executorch().buffer
 
 
+@needs_executorch
 def test_the_xnnpack_solution_passes():
     result = grader.check("07.xnnpack_delegation", lambda m, x: lower(m, x, True))
     assert result.status is Status.PASSED and result.points == 3, result
     assert "XNNPACK delegate call" in result.message
 
 
+@needs_executorch
 def test_a_program_on_portable_kernels_gets_a_third():
     result = grader.check("07.xnnpack_delegation", lambda m, x: lower(m, x, False))
     assert result.status is Status.FAILED and result.points == 1, result
@@ -98,6 +112,7 @@ def test_a_program_on_portable_kernels_gets_a_third():
     assert "aten::addmm" in result.message
 
 
+@needs_executorch
 def test_a_delegated_program_of_another_model_fails():
     def other(model, example):
         return lower(torch.nn.Sequential(torch.nn.Linear(example.shape[1], 3)).eval(), example, True)
@@ -106,6 +121,7 @@ def test_a_delegated_program_of_another_model_fails():
     assert result.status is Status.FAILED and result.points == 0 and "differ" in result.message, result
 
 
+@needs_executorch
 @pytest.mark.parametrize("answer, says", [
     (lambda m, x: bytearray(lower(m, x, True)), "bytearray"),
     (lambda m, x: "model.pte", "str"),
@@ -116,7 +132,8 @@ def test_other_answers_are_refused_with_a_reason(answer, says):
     assert result.status is Status.FAILED and result.points == 0 and says in result.message, result
 
 
-@pytest.mark.parametrize("exercise", ["07.tvm_any_batch", "07.xnnpack_delegation"])
+@pytest.mark.parametrize("exercise", [pytest.param("07.tvm_any_batch", marks=needs_tvm),
+                                      pytest.param("07.xnnpack_delegation", marks=needs_executorch)])
 def test_the_starter_stub_is_not_attempted(exercise):
     def stub(model, example):
         raise NotImplementedError("your code here")

@@ -213,6 +213,14 @@ def _(ns):
     from .. import probes
 
     torch._dynamo.reset()
+    # The stance remembers each frame's example inputs by file and line, across reset(). On torch 2.11 that
+    # includes a wrapper frame of Dynamo's own (external_utils.wrap_inline) shared by every function, so once
+    # any other function had run under Dynamo, f compiled on its FIRST call. Forgotten here: the answer is a
+    # fresh process's on every torch.
+    from torch._dynamo import eval_frame
+
+    if isinstance(getattr(eval_frame, "_EXAMPLE_INPUTS", None), dict):
+        eval_frame._EXAMPLE_INPUTS.clear()
     backend = probes.CountingBackend()
     try:
         with torch.compiler.set_stance("eager_then_compile"):
