@@ -18,11 +18,11 @@ from .claims import claim
 from .runtime import Environment, artifact, device, environment, ort_providers, ort_where, setup
 from .plots import figure
 from .result import Result, Status
-from .timing import Timing, benchmark, interleaved, timeline
+from .timing import Timing, benchmark, interleaved, rerace, timeline
 
 __all__ = [
     "Environment", "Result", "Status", "Timing", "artifact", "benchmark", "check", "claim", "device", "environment",
-    "figure", "hint", "interleaved", "ort_providers", "ort_where", "progress", "setup", "timeline",
+    "figure", "hint", "interleaved", "ort_providers", "ort_where", "progress", "rerace", "setup", "timeline",
 ]
 
 

@@ -140,6 +140,23 @@ def interleaved(fns: dict[str, Callable], *args: Any, rounds: int = 5, min_run_t
     return result
 
 
+def rerace(race: Callable[[], Any], agrees: Callable[[Any], bool], tries: int = 3) -> Any:
+    """``race()``'s result, run again (``tries`` times in all) while ``agrees(result)`` is false, saying so.
+
+    Another program can only add time, and a moment of it can spoil every round of one race (a full test
+    run beside the lesson once made Inductor tie eager, which it beats 6x). Racing again is what a
+    learner would do; a result that still disagrees after ``tries`` races is returned for the lesson's
+    claim to judge, so a real change in torch still stops the lesson."""
+    result = race()
+    for attempt in range(2, tries + 1):
+        if agrees(result):
+            break
+        print(f"(this race disagrees with the lesson: another program may have used the CPU; racing again, "
+              f"{attempt} of {tries})")
+        result = race()
+    return result
+
+
 def timeline(fn: Callable, inputs: Iterable[Sequence[Any]]) -> list[float]:
     """Seconds taken by each call ``fn(*args)`` for ``args`` in ``inputs``, in order, no warm-up."""
     times = []

@@ -97,3 +97,25 @@ def test_lesson01_sweep_with_a_cpu_hog_keeps_its_shape_or_says_so(two_threads):
         hog.wait()
     silent_nonsense = [n for n in sizes if busy[n].median > 2 * idle[n] and "busy machine" not in note]
     assert not silent_nonsense, {n: (idle[n], busy[n]) for n in silent_nonsense}
+
+
+def test_rerace_runs_a_disagreeing_race_again_and_says_so(capsys):
+    results = iter([{"inductor": 7.0, "eager": 7.0}, {"inductor": 1.1, "eager": 7.0}, {"inductor": 9.0, "eager": 1.0}])
+    got = grader.rerace(lambda: next(results), lambda t: t["inductor"] < t["eager"])
+    assert got == {"inductor": 1.1, "eager": 7.0}
+    assert "racing again, 2 of 3" in capsys.readouterr().out
+
+
+def test_rerace_gives_up_after_its_tries_so_the_claim_can_stop_the_lesson(capsys):
+    calls = []
+    got = grader.rerace(lambda: calls.append(1) or len(calls), lambda n: False, tries=3)
+    assert got == 3 and len(calls) == 3
+    with pytest.raises(grader.claims.ClaimFailed):
+        grader.claim("02.inductor_fuses", got < 0, "never agreed")
+    capsys.readouterr()
+
+
+def test_an_agreeing_race_runs_once_and_says_nothing(capsys):
+    calls = []
+    assert grader.rerace(lambda: calls.append(1) or "ok", lambda r: True) == "ok" and calls == [1]
+    assert capsys.readouterr().out == ""
