@@ -213,10 +213,11 @@ def _(ns):
     from .. import probes
 
     torch._dynamo.reset()
-    # The stance remembers each frame's example inputs by file and line, across reset(). On torch 2.11 that
-    # includes a wrapper frame of Dynamo's own (external_utils.wrap_inline) shared by every function, so once
-    # any other function had run under Dynamo, f compiled on its FIRST call. Forgotten here: the answer is a
-    # fresh process's on every torch.
+    # The stance remembers each frame's example inputs by file and line, across reset(): code run again from
+    # the same file and line compiles on its FIRST call on any torch (each snippet gets a file of its own
+    # for that). On torch 2.11, code run from such a file also passes through a wrapper frame of Dynamo's own
+    # (external_utils.wrap_inline) that every snippet shares, so once another drill had run, f compiled on
+    # its first call. Forgotten here: the answer is a fresh process's on every torch.
     from torch._dynamo import eval_frame
 
     if isinstance(getattr(eval_frame, "_EXAMPLE_INPUTS", None), dict):
