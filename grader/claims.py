@@ -16,7 +16,11 @@ The README's claims are in ``inventory/README.toml``, ids ``readme.slug``, ancho
 sentence true, ``tests/test_file.py::test_name``), ``measured`` (a time or size measured by hand on a
 clean clone, the closing notes say when) and ``prose`` (``shown_by`` a lesson claim).
 
-``checked_on`` lists the torch versions whose executed notebooks printed the claim's verdict.
+``checked_on`` lists the torch versions whose executed notebooks printed the claim's verdict. A claim that
+depends on the CPU (its instruction set, VNNI, cache sizes, the BLAS or a vendor kernel) says what in ``cpu``
+and lists in ``checked_cpus`` the kinds of CPU (``runtime.cpu_kind()``, e.g. ``x86_64 · AVX2 · no VNNI``) whose
+runs showed it: a CPU-bound claim never checked on an AVX2 machine, or on ARM, is visible there, and its
+verdict line names the CPU it ran on.
 ``tests/test_claims.py`` proves every entry is anchored in exactly one cell, every anchor is listed, and
 every asserted claim's verdict is in its cell's saved output.
 
@@ -28,6 +32,8 @@ The format of an entry::
     text = "the claim, once"
     shown_by = "01.some_id"       # prose only: the asserted or measured claim that shows it
     checked_on = ["2.13.0"]      # torch versions whose runs showed it
+    cpu = "VNNI (int8 dot products)"              # CPU-bound claims only: what of the CPU it depends on
+    checked_cpus = ["x86_64 · AVX512 · VNNI"]     # CPU-bound claims only: the kinds of CPU whose runs showed it
 """
 from __future__ import annotations
 
@@ -54,6 +60,8 @@ class Claim:
     text: str
     shown_by: str = ""
     checked_on: tuple[str, ...] = ()
+    cpu: str = ""
+    checked_cpus: tuple[str, ...] = ()
 
     @property
     def lesson(self) -> str:
@@ -68,7 +76,7 @@ def inventory() -> dict[str, Claim]:
     claims: dict[str, Claim] = {}
     for source, raw in entries:
         c = Claim(raw["id"], raw["kind"], " ".join(raw["text"].split()), raw.get("shown_by", ""),
-                  tuple(raw.get("checked_on", ())))
+                  tuple(raw.get("checked_on", ())), raw.get("cpu", ""), tuple(raw.get("checked_cpus", ())))
         readme = c.id.startswith("readme.")
         if not ID.match(c.id) or c.kind not in KINDS or c.id in claims or (c.kind == "tested") != (readme and c.shown_by.startswith("tests/")):
             raise ValueError(f"grader/inventory/{source}: bad or repeated entry {c.id!r} (kind {c.kind!r})")
@@ -91,9 +99,16 @@ def claim(claim_id: str, holds: bool, shown: str = "") -> None:
         raise KeyError(f"{claim_id!r} is not in grader/inventory/: list the claim there first") from None
     if type(holds) is not bool:
         holds = bool(holds)
+    where = f"torch {torch.__version__}"
+    if entry.cpu:
+        from .runtime import cpu_kind
+
+        where += f", CPU {cpu_kind()}"
     if not holds:
-        raise ClaimFailed(f"on your torch {torch.__version__} this lesson's claim does not hold: {entry.text}"
+        raise ClaimFailed(f"on your {where} this lesson's claim does not hold: {entry.text}"
                           + (f" (measured: {shown})" if shown else "")
                           + ". The lesson was checked on torch " + ", ".join(entry.checked_on or ("?",))
+                          + (f" and on CPUs {'; '.join(entry.checked_cpus or ('?',))} (it depends on the CPU's "
+                             f"{entry.cpu})" if entry.cpu else "")
                           + "; please report it.")
-    print(f"✓ {claim_id} holds on torch {torch.__version__}" + (f": {shown}" if shown else ""))
+    print(f"✓ {claim_id} holds on {where}" + (f": {shown}" if shown else ""))

@@ -44,6 +44,31 @@ def _cpu_name() -> str:
     return platform.processor() or "CPU"
 
 
+@cache
+def cpu_flags() -> frozenset[str] | None:
+    """The CPU's feature flags (``avx2``, ``avx512_vnni``, ARM's ``asimddp``...) from Linux's /proc/cpuinfo;
+    None elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def cpu_kind() -> str:
+    """What a CPU-bound claim depends on, in one line: architecture, the vector instructions torch's CPU
+    kernels use here, and VNNI (int8 dot products), e.g. ``x86_64 · AVX512 · VNNI``."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    flags = cpu_flags()
+    vnni = "VNNI unknown" if flags is None else "VNNI" if {"avx512_vnni", "avx_vnni"} & flags else "no VNNI"
+    if platform.machine().lower() in ("arm64", "aarch64"):
+        vnni = "ARM"
+    return f"{platform.machine()} · {capability} · {vnni}"
+
+
 def environment() -> Environment:
     cuda = torch.cuda.is_available()
     return Environment(

@@ -78,6 +78,25 @@ def test_every_asserted_claim_ran_and_held_in_the_saved_run(claim_id):
         assert not INVENTORY[claim_id].checked_on, f"{claim_id} lists checked_on but its cell printed no verdict"
 
 
+@pytest.mark.parametrize("claim_id", sorted(c.id for c in INVENTORY.values() if c.cpu))
+def test_every_cpu_bound_claim_lists_the_cpus_it_was_checked_on(claim_id):
+    entry = INVENTORY[claim_id]
+    assert entry.checked_cpus, f"{claim_id} depends on the CPU's {entry.cpu} but lists no checked_cpus"
+    assert all(" · " in kind for kind in entry.checked_cpus), f"{claim_id}: name CPUs as runtime.cpu_kind() does"
+
+
+def test_a_cpu_bound_claims_verdict_names_the_cpu_and_its_failure_the_cpus_checked(capsys, monkeypatch):
+    from grader import runtime
+
+    entry = claims.Claim("01.x", "asserted", "a fact of VNNI", cpu="VNNI", checked_cpus=("x86_64 · AVX512 · VNNI",),
+                         checked_on=("2.13.0",))
+    monkeypatch.setattr(claims, "inventory", lambda: {"01.x": entry})
+    claims.claim("01.x", True)
+    assert f"CPU {runtime.cpu_kind()}" in capsys.readouterr().out
+    with pytest.raises(claims.ClaimFailed, match="on CPUs x86_64 · AVX512 · VNNI .it depends on the CPU's VNNI"):
+        claims.claim("01.x", False)
+
+
 def test_a_claim_that_stops_holding_stops_the_notebook(capsys):
     with pytest.raises(claims.ClaimFailed, match="does not hold"):
         claims.claim("01.guards_in_cpp", False, "a Python guard")

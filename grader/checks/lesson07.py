@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .. import probes
+from .. import int8, probes, runtime
 from ..checking import CheckFailed, as_ints, as_tuple, call, expect, expect_callable, expect_close, first_line
 
 FEATURES = 10
@@ -280,7 +280,8 @@ def predict_ort_output(predicted):
 
 WIDE_IN, WIDE_OUT = 256, 64
 QUANTIZE_BATCHES = (1, 48)
-QUANTIZE_TOLERANCE = 0.05  # of the largest |eager output|; quantize_dynamic measured ~0.016 on this model
+QUANTIZE_TOLERANCE = 0.05  # of the largest |eager output|: exact int8 arithmetic gives ~1-2% on this model; the
+# default quantize_dynamic gives 8-17% on an x86 CPU without VNNI (U8S8 saturation), reduce_range 1-2%, uint8 weights 1-1.5%
 
 
 def wide_mlp() -> torch.nn.Module:
@@ -318,28 +319,49 @@ def quantize(quantize_fn):
                f"{dict(after)} bytes): it is not quantized", measured=dict(after), expected="int8 or uint8 weights")
         expect(total < fp32 / 2, f"the weights of dst take {total} bytes against {fp32} in the fp32 file; "
                "int8 weights should take about a quarter", measured=total, expected=f"< {fp32 // 2}")
-        session = probes.ort_session(dst)
+        try:
+            runners = {"here": probes.ort_session(dst), "exact": int8.session(dst, vnni=True),
+                       "no VNNI": int8.session(dst, vnni=False)}
+        except Exception as e:
+            raise CheckFailed(f"dst could not be loaded by onnxruntime and onnx's reference evaluator (which the check "
+                              f"uses to compute dst as an x86 CPU with and without VNNI would): {type(e).__name__}: "
+                              f"{first_line(e, 160)}. Write standard ONNX ops (quantize_dynamic does)", fraction=1 / 4)
+        worst = dict.fromkeys(runners, 0.0)
         for batch in QUANTIZE_BATCHES:
             x = torch.randn(batch, WIDE_IN, generator=gen)
-            try:
-                got = _run(session, x)
-            except Exception as e:
-                raise CheckFailed(f"onnxruntime failed to run dst at batch {batch}: {type(e).__name__}: "
-                                  f"{first_line(e, 160)}", fraction=1 / 4)
             with torch.no_grad():
                 want = model(x)
-            expect(tuple(got.shape) == tuple(want.shape), f"at batch {batch} dst returns shape {tuple(got.shape)}, "
-                   f"eager {tuple(want.shape)}", measured=tuple(got.shape), expected=tuple(want.shape))
-            error, scale = float((got - want).abs().max()), float(want.abs().max())
-            if not error <= QUANTIZE_TOLERANCE * scale:
-                raise CheckFailed(
-                    f"at batch {batch} the quantized model is off by up to {error:.3g} where eager's outputs reach "
-                    f"{scale:.3g}: more than {QUANTIZE_TOLERANCE:.0%} of that, far beyond int8 rounding",
-                    measured=f"{error / scale:.1%} of max |output|", expected=f"<= {QUANTIZE_TOLERANCE:.0%}",
-                    fraction=1 / 4)
+            scale = float(want.abs().max())
+            for where, runner in runners.items():
+                name = runner.get_inputs()[0].name if where == "here" else runner.input_names[0]
+                try:
+                    got = torch.from_numpy(runner.run(None, {name: x.numpy()})[0])
+                except Exception as e:
+                    who = "onnxruntime" if where == "here" else f"the reference evaluation ({where})"
+                    raise CheckFailed(f"{who} failed to run dst at batch {batch}: {type(e).__name__}: "
+                                      f"{first_line(e, 160)}", fraction=1 / 4)
+                expect(tuple(got.shape) == tuple(want.shape), f"at batch {batch} dst returns shape "
+                       f"{tuple(got.shape)}, eager {tuple(want.shape)}", measured=tuple(got.shape),
+                       expected=tuple(want.shape))
+                worst[where] = max(worst[where], float((got - want).abs().max()) / scale)
+        if not worst["exact"] <= QUANTIZE_TOLERANCE:
+            raise CheckFailed(
+                f"even with exact int8 arithmetic dst is off by up to {worst['exact']:.1%} of eager's largest output "
+                f"(onnxruntime on this CPU: {worst['here']:.1%}): more than {QUANTIZE_TOLERANCE:.0%}, far beyond int8 "
+                "rounding (is it the model at src?)",
+                measured=f"{worst['exact']:.1%} of max |output|", expected=f"<= {QUANTIZE_TOLERANCE:.0%}", fraction=1 / 4)
+        if not max(worst["here"], worst["no VNNI"]) <= QUANTIZE_TOLERANCE:
+            raise CheckFailed(
+                f"with exact int8 arithmetic dst is off by {worst['exact']:.1%}, but on an x86 CPU without VNNI (AVX2 "
+                f"only, or AVX-512 without VNNI) onnxruntime's uint8 x int8 kernel adds pairs of products in 16 bits "
+                f"and saturates: there dst is off by {worst['no VNNI']:.1%} of the largest output (on this CPU, "
+                f"{runtime.cpu_kind()}: {worst['here']:.1%}). Keep the weights to 7 bits (reduce_range=True) or "
+                f"make them uint8 (weight_type=QuantType.QUInt8)",
+                measured=f"{worst['no VNNI']:.1%} of max |output| without VNNI", expected=f"<= {QUANTIZE_TOLERANCE:.0%}",
+                fraction=1 / 2)
     return (f"dst holds {integer} bytes of int8/uint8 weights ({total} bytes of weights in all against {fp32} in "
-            f"fp32); onnxruntime matches eager at batch {' and '.join(map(str, QUANTIZE_BATCHES))} to within "
-            f"{QUANTIZE_TOLERANCE:.0%} of the largest output")
+            f"fp32); at batch {' and '.join(map(str, QUANTIZE_BATCHES))} it stays within {QUANTIZE_TOLERANCE:.0%} of "
+            "eager's largest output with onnxruntime on this CPU and as an x86 CPU without VNNI computes it")
 
 
 # --- 07.tvm_any_batch ------------------------------------------------------------------------------

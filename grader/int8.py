@@ -1,0 +1,128 @@
+"""int8 matrix products as onnxruntime computes them on an x86 CPU without VNNI, on any machine.
+
+onnxruntime's CPU kernels (MLAS) multiply uint8 activations by int8 weights ("U8S8") with one of two
+instruction sequences, chosen by the CPU at run time:
+
+* with VNNI (AVX-512 VNNI or AVX-VNNI: Intel from Ice Lake / Cascade Lake servers, AMD from Zen 4),
+  ``vpdpbusd`` adds four u8 x s8 products straight into an int32: exact;
+* without it (AVX2-only CPUs such as AMD Zen 1-3 or Intel before 2019, and AVX-512 without VNNI),
+  ``vpmaddubsw`` first adds each *pair* of neighbouring products (k, k+1) into an **int16 with
+  saturation**: 255 x 127 + 255 x 127 = 64770 does not fit and is clipped to 32767. The error that
+  follows is onnxruntime's documented "U8S8 saturation" (its quantization guide, "When to use
+  reduce_range"); 7-bit weights (``reduce_range=True``: |w| <= 64, so a pair stays within
+  2 x 255 x 64 = 32640) or uint8 weights (the U8U8 kernel widens to int16 before multiplying) avoid it.
+  ARM CPUs use their own dot-product kernels and do not saturate.
+
+:func:`session` runs an ONNX file through onnx's reference evaluator with the integer
+matrix products replaced by that pairwise-saturating arithmetic, so a lesson or a check on any CPU can
+measure what an AVX2 laptop would compute. It was proven equal to onnxruntime 1.31 running under
+``qemu-x86_64 -cpu Haswell`` (AVX2, no VNNI) on lesson 07's quantized MLP, to the last printed digit:
+``tests/test_int8.py`` repeats that comparison where qemu is installed.
+"""
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+
+INT16 = (-32768, 32767)
+OPS = ("MatMulInteger", "QLinearMatMul", "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
+
+
+def _zero_point(value, default=0) -> np.ndarray:
+    return np.asarray(default if value is None else value).astype(np.int64).reshape(-1)
+
+
+def accumulate(a: np.ndarray, b: np.ndarray, a_zero_point=None, b_zero_point=None, *, saturate: bool = True) -> np.ndarray:
+    """``(a - a_zero_point) @ (b - b_zero_point)`` in int32, as MLAS's U8S8 kernel without VNNI computes it.
+
+    ``a`` is (..., K) of uint8 or int8 and ``b`` (K, N) of int8 or uint8. Only u8 x s8 (int8 activations are
+    shifted to uint8 first, as MLAS does on x86) saturates; u8 x u8 is exact.
+    """
+    za, zb = int(_zero_point(a_zero_point)[0]), _zero_point(b_zero_point)
+    rows = a.reshape(-1, a.shape[-1]).astype(np.int64)
+    if a.dtype == np.int8:  # MLAS flips the sign bit: the same values as uint8 with the zero point moved by 128
+        rows, za = rows + 128, za + 128
+    weights, k = b.astype(np.int64), rows.shape[1]
+    if saturate and b.dtype == np.int8:
+        if rows.shape[1] % 2:
+            rows, weights = np.pad(rows, ((0, 0), (0, 1))), np.pad(weights, ((0, 1), (0, 0)))
+        raw = np.stack([np.clip((row[:, None] * weights)[0::2] + (row[:, None] * weights)[1::2], *INT16).sum(0)
+                        for row in rows]) if len(rows) else np.zeros((0, weights.shape[1]), np.int64)
+    else:
+        raw = rows @ weights
+    result = raw - za * weights.sum(0)[None, :] - rows.sum(1)[:, None] * zb[None, :] + k * za * zb[None, :]
+    return result.astype(np.int32).reshape(*a.shape[:-1], -1)
+
+
+def _dynamic_quantize(x: np.ndarray):
+    """ONNX DynamicQuantizeLinear: uint8 over [min(x, 0), max(x, 0)], round half to even."""
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    scale = np.float32((high - low) / 255) if high > low else np.float32(1)
+    zero_point = np.uint8(np.clip(np.rint(-low / scale), 0, 255))
+    return np.clip(np.rint(x / scale) + zero_point, 0, 255).astype(np.uint8), scale, zero_point
+
+
+def _ops(saturate: bool):
+    from onnx.reference.op_run import OpRun
+
+    def accumulate_(*args):
+        return accumulate(*args, saturate=saturate)
+
+    class MatMulInteger(OpRun):
+        def _run(self, A, B, a_zero_point=None, b_zero_point=None):
+            return (accumulate_(A, B, a_zero_point, b_zero_point),)
+
+    class QLinearMatMul(OpRun):
+        def _run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+            d = accumulate_(a, b, a_zero_point, b_zero_point) * (a_scale * b_scale / y_scale)
+            dtype = a.dtype if y_zero_point is None else y_zero_point.dtype
+            d = d + (0 if y_zero_point is None else y_zero_point)
+            return (np.clip(np.rint(d), np.iinfo(dtype).min, np.iinfo(dtype).max).astype(dtype),)
+
+    class MatMulIntegerToFloat(OpRun):
+        op_domain = "com.microsoft"
+
+        def _run(self, A, B, a_scale, b_scale, a_zero_point=None, b_zero_point=None, bias=None):
+            y = accumulate_(A, B, a_zero_point, b_zero_point).astype(np.float32) * (a_scale * b_scale)
+            return ((y if bias is None else y + bias).astype(np.float32),)
+
+    class DynamicQuantizeMatMul(OpRun):
+        op_domain = "com.microsoft"
+
+        def _run(self, A, B, b_scale, b_zero_point=None, bias=None):
+            q, scale, zero_point = _dynamic_quantize(A)
+            y = accumulate_(q, B, zero_point, b_zero_point).astype(np.float32) * (scale * b_scale)
+            return ((y if bias is None else y + bias).astype(np.float32),)
+
+    return [MatMulInteger, QLinearMatMul, MatMulIntegerToFloat, DynamicQuantizeMatMul]
+
+
+class Session:
+    """Runs an ONNX file like ``onnxruntime.InferenceSession.run(None, {name: array})``, with the int8 products
+    of an x86 CPU without VNNI (``vnni=False``: pairs saturate in int16) or with it (``vnni=True``: exact)."""
+
+    def __init__(self, path, *, vnni: bool = False):
+        from onnx.reference import ReferenceEvaluator
+
+        self._evaluator = ReferenceEvaluator(str(path), new_ops=_ops(saturate=not vnni))
+        self.input_names = list(self._evaluator.input_names)
+
+    def run(self, output_names, feed: dict) -> list:
+        return self._evaluator.run(output_names, feed)
+
+
+def session(path, *, vnni: bool = False) -> Session:
+    """Evaluate the ONNX file at ``path`` as onnxruntime's CPU kernels do without VNNI (or with it)."""
+    return Session(path, vnni=vnni)
+
+
+def saturates_here() -> bool | None:
+    """True on an x86 CPU without VNNI (onnxruntime's U8S8 products saturate), False with VNNI or on ARM,
+    None where the CPU's features cannot be read (only Linux's /proc/cpuinfo is read)."""
+    from .runtime import cpu_flags
+
+    if platform.machine().lower() in ("arm64", "aarch64"):
+        return False
+    flags = cpu_flags()
+    return None if flags is None else not ({"avx512_vnni", "avx_vnni"} & flags)
