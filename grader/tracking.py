@@ -1,7 +1,10 @@
 """Self-study progress: every ``check`` records its best result in a small JSON file.
 
 The file is ``$GRADER_HOME/progress.json`` (default ``~/.cache/compile-export``). A damaged file is
-set aside and a new one started, never a crash.
+set aside under a name of its own and a new one started, never a crash. Writers may run at once (two
+notebooks and the drill quiz of one learner, kernels of a class on a shared home): each read-modify-write
+holds ``progress.json.lock`` (``filelock``, on every platform) and replaces the file atomically, so no
+recorded result is lost.
 """
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ def _path() -> Path:
     return home() / "progress.json"
 
 
+LOCK_TIMEOUT_S = 60.0
+
+
 def load() -> dict[str, dict]:
     path = _path()
     try:
@@ -35,7 +41,7 @@ def load() -> dict[str, dict]:
         return {}
     except (OSError, ValueError):
         try:
-            path.replace(path.with_suffix(f".damaged-{int(time.time())}.json"))
+            path.replace(path.with_suffix(f".damaged-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}.json"))
         except OSError:
             pass
         return {}
@@ -43,18 +49,29 @@ def load() -> dict[str, dict]:
 
 def record(result: Result) -> None:
     """Keep the best result per exercise (a later failure does not erase an earlier pass)."""
-    data = load()
-    best = data.get(result.id)
-    if best is None or result.points >= best.get("points", 0):
-        data[result.id] = {**result.to_dict(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    import threading
+
+    from filelock import FileLock, Timeout
+
     path = _path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
+        lock.acquire()
+    except (OSError, Timeout):
+        return  # progress is a convenience; a read-only home (or a lock held for a minute) must not break a check
+    try:
+        data = load()
+        best = data.get(result.id)
+        if best is None or result.points >= best.get("points", 0):
+            data[result.id] = {**result.to_dict(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+        tmp = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
         tmp.replace(path)
     except OSError:
-        pass  # progress is a convenience; a read-only home must not break a check
+        pass
+    finally:
+        lock.release()
 
 
 # JupyterLab right-aligns table cells and centres headers: one alignment for both keeps them in columns.
