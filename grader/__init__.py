@@ -15,10 +15,25 @@ from __future__ import annotations
 from typing import Any
 
 from .claims import claim
-from .runtime import Environment, artifact, device, environment, ort_providers, ort_where, setup
-from .plots import figure
 from .result import Result, Status
-from .timing import Timing, benchmark, interleaved, rerace, timeline
+
+# torch and matplotlib load on first use of a name that needs them, so `python -m grader` starts in a
+# fraction of a second and imports torch only when a command has a use for it.
+_LAZY = {
+    **dict.fromkeys(("Environment", "artifact", "device", "environment", "ort_providers", "ort_where", "setup"), "runtime"),
+    "figure": "plots",
+    **dict.fromkeys(("Timing", "benchmark", "interleaved", "rerace", "timeline"), "timing"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'grader' has no attribute {name!r}")
 
 __all__ = [
     "Environment", "Result", "Status", "Timing", "artifact", "benchmark", "check", "claim", "device", "environment",

@@ -56,3 +56,20 @@ def test_a_closed_pipe_stops_the_listing_quietly():
                           capture_output=True, text=True, timeout=120)
     assert proc.stdout.count("\n") == 1
     assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_the_command_line_imports_torch_only_for_a_command_that_uses_it():
+    """`--help`, `list` and `progress` answer without torch (2.6 s of a 2.6 s `--help` was torch); `import grader`
+    stays light, and the lesson names load torch on first use."""
+    probe = ("import sys, contextlib, io\n"
+             "from grader import cli\n"
+             "for argv in (['list'], ['progress'], ['list', '--json']):\n"
+             "    with contextlib.redirect_stdout(io.StringIO()):\n"
+             "        cli.main(argv)\n"
+             "print('torch' in sys.modules)\n"
+             "import grader\n"
+             "grader.Timing, grader.setup\n"
+             "print('torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
