@@ -109,9 +109,9 @@ def normalize(text: str) -> str:
 
 
 def resolve(drill: Drill, response: str) -> str | None:
-    """The choice a response names: its text, its letter (a, b, ...) or its number counting from 1 (the
-    text wins when a choice is itself a number); for short answers the normalised text. None when it
-    names no choice."""
+    """The choice a response names: its text, its letter (a, b, ...) or, when no choice is itself a number,
+    its position counting from 1; for short answers the normalised text. None when it names no choice.
+    (Where the choices are numbers, "3" means three: a count or a line number, never the third choice.)"""
     text = normalize(response)
     if not drill.choices:
         return text or None
@@ -120,7 +120,8 @@ def resolve(drill: Drill, response: str) -> str | None:
             return choice
     if len(text) == 1 and "a" <= text < chr(ord("a") + len(drill.choices)):
         return drill.choices[ord(text) - ord("a")]
-    if text.isdigit() and 1 <= int(text) <= len(drill.choices):
+    numeric = any(normalize(choice).lstrip("-").isdigit() for choice in drill.choices)
+    if text.isdigit() and not numeric and 1 <= int(text) <= len(drill.choices):
         return drill.choices[int(text) - 1]
     return None
 
