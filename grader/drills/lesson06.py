@@ -70,17 +70,23 @@ def _(ns):
 @predict(
     "06.range_constraints",
     "How many entries does `ep.range_constraints` have?",
-    ("0", "1", "2"),
+    ("0", "1", "2", "3"),
     """
     from torch.export import Dim
 
-    model = torch.nn.Linear(8, 2)
-    batch = Dim("batch", min=1, max=1024)
-    ep = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: batch},))
+    class TwiceAsLong(torch.nn.Module):
+        def forward(self, x, y):  # y is twice as long as x along dim 1
+            return torch.cat([x, x], dim=1) - y
+
+    seq = Dim("seq", min=2, max=64)
+    ep = torch.export.export(TwiceAsLong(), (torch.randn(2, 5, 4), torch.randn(2, 10, 4)),
+                             dynamic_shapes={"x": {1: seq}, "y": {1: 2 * seq}})
     """,
-    """`range_constraints` holds one entry per symbolic size, with its value range: here the batch symbol
-    with its range from the `Dim`. The feature size 8 is static and needs no entry; a fully static
-    program has an empty `range_constraints`.""",
+    """Two, for one symbol. `range_constraints` is keyed by the symbolic expression each input size is, not
+    by symbol: x's length is `s27` (`VR[2, 64]`) and y's is the expression `2*s27`, with a range of its own
+    (`VR[4, 128]`). A derived expression also brings in the symbol it is made of (`4 * groups` alone gives
+    `4*s84` and `s84`), data-dependent sizes add their `u` symbols, and the static sizes (2 and 4) have no
+    entry; a fully static program has an empty `range_constraints`.""",
 )
 def _(ns):
     return str(len(ns["ep"].range_constraints))
@@ -108,7 +114,8 @@ concept(
     "gives the tracer a fact it cannot infer; kept as a runtime assertion",
     """Data-dependent values become unbacked symbols whose ranges the tracer does not know, so guards on
     them cannot be decided. `torch._check` states a fact the tracer uses to decide them, and the fact is
-    kept in the program as a runtime assertion.""",
+    kept in the ExportedProgram as a runtime assertion (`ep.module()` raises when it fails). Not in an ONNX
+    file: `torch.onnx.export` removes assertion nodes when it translates (lesson 06 section 8).""",
     choices=(
         "gives the tracer a fact it cannot infer; kept as a runtime assertion",
         "skips the check at run time",
@@ -181,6 +188,60 @@ def _(ns):
         return "raises an error"
     want = ns["Standardize"]()(ns["one_row"])
     return "returns what eager returns" if torch.allclose(got, want) else "returns something else, without an error"
+
+
+ONNX_SIZE1 = (
+    "to_onnx() raises a constraint violation (the exporter turns on backed_size_oblivious)",
+    "onnxruntime raises: the file asserts batch != 1",
+    "onnxruntime returns the row, as eager does",
+    "onnxruntime returns NaN, without an error",
+)
+
+
+@predict(
+    "06.onnx_size1",
+    "`program = to_onnx()`, then onnxruntime runs `program`'s model on `one_row`. What happens?",
+    ONNX_SIZE1,
+    """
+    from torch.export import Dim
+
+    class Standardize(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] == 1:  # one row has no spread: pass it through
+                return x
+            return (x - x.mean(0)) / x.std(0, correction=0)
+
+    def to_onnx():
+        return torch.onnx.export(Standardize().eval(), (torch.randn(4, 3),), dynamo=True,
+                                 dynamic_shapes={"x": {0: Dim("batch")}})
+
+    one_row = torch.randn(1, 3)
+    """,
+    """NaN, silently. The ONNX exporter does turn on `backed_size_oblivious`, so export sees the `== 1`
+    test, but it also exports with `prefer_deferred_runtime_asserts_over_guards=True`: the guard
+    `batch != 1` becomes a run-time assertion in the program instead of a constraint violation, and the
+    translation to ONNX removes assertion nodes. The file computes only the general branch, 0 / 0 at
+    batch 1. Keep the case with `torch.where` on the size (or `torch.cond`), and test the file at batch 1.""",
+)
+def _(ns):
+    import onnxruntime
+    import torch
+
+    try:
+        program = ns["to_onnx"]()
+    except Exception:
+        return ONNX_SIZE1[0]
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    session = onnxruntime.InferenceSession(program.model_proto.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    try:
+        got = torch.from_numpy(session.run(None, {session.get_inputs()[0].name: ns["one_row"].numpy()})[0])
+    except Exception:
+        return ONNX_SIZE1[1]
+    if torch.allclose(got, ns["Standardize"]()(ns["one_row"])):
+        return ONNX_SIZE1[2]
+    return ONNX_SIZE1[3] if bool(got.isnan().all()) else f"something else: {got.tolist()}"
 
 
 # --- which export error? ----------------------------------------------------------------------------
