@@ -28,6 +28,7 @@ class Timing:
     runs: int  # how many measurements the median is taken over
     threads: int = 1  # intra-op threads the median was measured with
     note: str | None = None  # why this measurement should not be trusted, if it should not
+    rounds: tuple[float, ...] = ()  # ``interleaved`` only: every round's median, in round order (paired across callables)
 
     @property
     def median_us(self) -> float:
@@ -122,7 +123,9 @@ def interleaved(fns: dict[str, Callable], *args: Any, rounds: int = 5, min_run_t
     """Compare several callables fairly: ``rounds`` rounds, each running ``benchmark`` on every callable
     in turn (the order rotates each round), and per callable the round with the lowest median. Another
     process on the machine can only add time, so the best round is the truest, and interleaving gives
-    every callable the same chances of a quiet moment. ``iqr`` is the spread of the round medians."""
+    every callable the same chances of a quiet moment. ``iqr`` is the spread of the round medians, and
+    ``rounds`` holds them in round order: round ``i`` of two callables ran side by side, so counting the
+    rounds one won compares them pair by pair."""
     names = list(fns)
     runs: dict[str, list[Timing]] = {name: [] for name in names}
     for number in range(rounds):
@@ -134,7 +137,7 @@ def interleaved(fns: dict[str, Callable], *args: Any, rounds: int = 5, min_run_t
         values = [t.median for t in timings]
         best = min(timings, key=lambda t: t.median)
         q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
-        timing = Timing(median=best.median, iqr=q[2] - q[0], runs=len(values), threads=best.threads)
+        timing = Timing(median=best.median, iqr=q[2] - q[0], runs=len(values), threads=best.threads, rounds=tuple(values))
         # A noisy round that is not the best one changes nothing: only the kept round's note is reported.
         result[name] = _flag(timing, best.note) if best.note else timing
     return result

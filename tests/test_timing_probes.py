@@ -34,6 +34,16 @@ def test_benchmark_warms_up_before_measuring():
     assert benchmark(slow_first, warmup=1, min_run_time=0.05).median < 0.05
 
 
+def test_interleaved_keeps_every_round_paired_and_the_best_one():
+    from grader.timing import interleaved
+
+    race = interleaved({"short": spin(0.001), "long": spin(0.004)}, rounds=3, min_run_time=0.01)
+    short, long = race["short"], race["long"]
+    assert len(short.rounds) == len(long.rounds) == short.runs == 3
+    assert short.median == min(short.rounds) and long.median == min(long.rounds)
+    assert min(short.rounds) >= 0.001 and min(long.rounds) >= 0.004  # a spin is never faster than its length
+
+
 def test_timeline_times_each_call_in_order():
     times = timeline(lambda s: spin(s)(), [(0.02,), (0.001,), (0.001,)])
     assert len(times) == 3 and times[0] > 5 * times[1]
