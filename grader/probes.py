@@ -326,13 +326,25 @@ def torch_logs(**artifacts: bool):
 
     Uses ``torch._logging.set_logs`` (the API behind ``TORCH_LOGS``) and swaps torch's stderr handler
     for one writing to a string, restoring both afterwards.
+
+    ``set_logs`` does nothing while ``TORCH_LOGS`` is in the environment (it logs "ignoring call to
+    set_logs" and returns), so the capture would hold the environment's artifacts instead of these. The
+    variable is taken out of ``os.environ`` for the capture, and put back with the log settings it asks
+    for afterwards: what is captured is the same with or without it.
     """
     import contextlib
     import logging
+    import os
 
     @contextlib.contextmanager
     def capture():
-        torch._logging.set_logs(**artifacts)
+        from_env = os.environ.pop("TORCH_LOGS", None)  # else set_logs ignores the call (and so would its reset)
+        try:
+            torch._logging.set_logs(**artifacts)
+        except BaseException:
+            if from_env is not None:
+                os.environ["TORCH_LOGS"] = from_env
+            raise
         capture = LogCapture()
         handler = logging.StreamHandler(capture.stream)
         handler.setFormatter(logging.Formatter("%(message)s"))
@@ -346,9 +358,17 @@ def torch_logs(**artifacts: bool):
         finally:
             for lg, handlers in saved.items():
                 lg.handlers = handlers
-            from .runtime import quiet
+            if from_env is None:
+                from .runtime import quiet
 
-            quiet()  # set_logs replaced every level: go back to the course's quiet settings
+                quiet()  # set_logs replaced every level: go back to the course's quiet settings
+            else:  # back to what TORCH_LOGS asks for (torch's own set-up reads the variable again)
+                os.environ["TORCH_LOGS"] = from_env
+                internal = torch._logging._internal
+                # The settings parsed from the variable are cached, and that cached object was torch's live
+                # log state, which set_logs just cleared and refilled: parse the variable afresh.
+                getattr(internal._parse_log_settings, "cache_clear", lambda: None)()
+                internal._init_logs()
 
     return capture()
 

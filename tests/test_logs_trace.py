@@ -68,6 +68,46 @@ def test_kernel_code_is_not_the_generated_module():
     assert "tiny_kernel" in result.message
 
 
+_JUDGE_PROGRAM = r"""
+import json
+import sys
+
+from grader import checking, registry
+
+check = registry.get("03.which_log")
+verdicts = []
+for answer in json.loads(sys.argv[1]):
+    result = checking.run_check(check, [answer])
+    verdicts.append([result.status.value, round(result.points, 3)])
+print(json.dumps(verdicts))
+"""
+
+
+def test_which_log_judges_the_same_with_TORCH_LOGS_in_the_environment():
+    # set_logs ignores every call while TORCH_LOGS is in the environment: with TORCH_LOGS=recompiles the check
+    # once failed two right answers and passed `guards` (the environment's recompiles log did the work).
+    import os
+    import subprocess
+    import sys
+
+    no_inductor = {**RIGHT, "generated_code": "inductor"}  # a component, refused before any compile: quick
+    answers = [RIGHT, {**no_inductor, "why_recompiled": "guards"}, {**no_inductor, "which_breaks": "graph_code"},
+               {**no_inductor, "why_recompiled": "recompiles_verbose", "which_breaks": "+graph_breaks"}]
+    clean = {k: v for k, v in os.environ.items() if k != "TORCH_LOGS"}
+    procs = {label: subprocess.Popen([sys.executable, "-c", _JUDGE_PROGRAM, json.dumps(answers)], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for label, env in (("without", clean), ("TORCH_LOGS=recompiles", {**clean, "TORCH_LOGS": "recompiles"}))}
+    runs = {}
+    for label, proc in procs.items():
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+        runs[label] = json.loads(out.strip().splitlines()[-1])
+        assert "ignoring call to set_logs" not in err, err[-2000:]
+    assert runs["without"] == runs["TORCH_LOGS=recompiles"], runs
+    assert [status for status, _ in runs["without"]] == ["passed", "failed", "failed", "failed"], runs
+    assert [points / WHICH_LOG.points for _, points in runs["without"]] == pytest.approx([1, 1 / 3, 1 / 3, 2 / 3], abs=0.01), runs
+
+
 def test_wrong_artifact_unknown_name_and_non_str_fail():
     result = which(which_breaks="graph_code", why_recompiled="TORCH_LOGS=recompiles")
     assert result.status == Status.FAILED and result.points < WHICH_LOG.points / 2, result.message
@@ -143,6 +183,9 @@ def test_stored_traces_have_frames_without_graphs_and_recompiles(traces):
     for _, trace_dir, truth in traces:
         starts = sum("dynamo_start" in r for r in records(trace_dir))
         assert starts > truth["graphs"] and truth["recompiles"] > 0
+        # once per compile id (frame and recompile number), not once per frame: a recompile starts again
+        ids = [(r["frame_id"], r["frame_compile_id"]) for r in records(trace_dir) if "dynamo_start" in r]
+        assert len(ids) == len(set(ids)) > len({frame for frame, _ in ids})
         assert summarize_trace(trace_dir) == truth
     assert traces[0][2]["graphs"] != traces[1][2]["graphs"]
 
@@ -167,6 +210,7 @@ def test_counting_frames_instead_of_graphs_fails(replay):
     result = replay(frames)
     assert result.status == Status.FAILED, result.message
     assert "dynamo_start" in result.message and result.points == READ_TRACE.points / 2
+    assert "per compile id" in result.message and "frames Dynamo started on" not in result.message
 
 
 def test_counting_files_fails(replay):

@@ -377,8 +377,9 @@ def read_trace(summarize_trace):
                 kinds = collections.Counter(next(iter(r), "") for r in trace_records(trace_dir))
                 note = ""
                 if got["graphs"] == kinds["dynamo_start"] != truth["graphs"]:
-                    note = (" (that is the number of dynamo_start records: frames Dynamo started on, and the "
-                            "first one here compiles no graph)")
+                    note = (" (that is the number of dynamo_start records: one per compile Dynamo started, i.e. per "
+                            "compile id, a recompile included, whether or not it produced a graph; the frame before "
+                            "the first tensor op here produced none)")
                 elif got["graphs"] == len(list(trace_dir.glob("*.log"))):
                     note = " (that is the number of files; a file holds every record of one process)"
                 calls = ", ".join(f"k={k}" for k in spec["ks"])
