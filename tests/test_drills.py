@@ -105,7 +105,7 @@ def test_a_drill_answer_does_not_depend_on_the_drills_run_before_it():
     drill = drills.get("03.eager_then_compile")
     alone = drills.answer_of(drill)
     drills.answer_of(drills.get("03.print_middle"))
-    assert drills.answer_of(drill) == alone == "0"
+    assert drills.answer_of(drill) == alone == "1"  # sizes 4, 8, 16, 32: one graph, dynamic from the start
 
 
 def test_break_line_drills_number_the_lines_dynamo_reports():
@@ -114,8 +114,32 @@ def test_break_line_drills_number_the_lines_dynamo_reports():
     numbered = {line.split()[0]: line for line in lines}
     assert list(numbered) == [str(n) for n in range(1, len(drill.snippet.splitlines()) + 1)]
     assert all(line in drills.render(drill) for line in lines)
-    truth = drills.answer_of(drill)  # the first break reason's line, from explain on the installed torch
+    truth = drills.answer_of(drill)  # the first break's line, from the graph_breaks log on the installed torch
     assert truth in drill.choices and "tolist" in numbered[truth]
+
+
+def test_spot_the_line_sees_a_break_before_the_first_tensor_op():
+    # explain cannot see a break that ends no graph: time.time() on line 8 comes before any tensor op, and
+    # explain's first reason is the logger call on line 12. The log, and fullgraph=True, stop at line 8.
+    drill = drills.get("03.spot_logging")
+    numbered = {line.split()[0]: line for line in drills.snippet_lines(drill)}
+    truth = drills.answer_of(drill)
+    assert truth == "8" and "time.time()" in numbered[truth]
+    ns = drills.bank._namespace(drill.snippet)
+    import torch
+
+    from grader import probes
+
+    with probes.silenced():
+        refused = probes._fullgraph_error(ns["f"], (torch.randn(8),), {})
+        torch._dynamo.reset()
+        report = torch._dynamo.explain(ns["f"])(torch.randn(8))
+        torch._dynamo.reset()
+    assert refused == "gb0007"  # fullgraph=True stops at time.time()
+    explain_lines = [frame.lineno for r in report.break_reasons for frame in r.user_stack
+                     if frame.filename.startswith(drills.bank.SNIPPET_FILE)]
+    assert explain_lines[:1] == [12] and report.graph_count == 2  # what the old key read: explain misses line 8
+    assert drill.explanation.startswith("Line 8.") and "gb0007" in drill.explanation
 
 
 def test_export_errors_and_onnx_ops_map_to_the_choice_that_names_them():

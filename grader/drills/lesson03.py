@@ -198,14 +198,21 @@ def _(ns):
 
 @predict(
     "03.eager_then_compile",
-    "Under `torch.compiler.set_stance(\"eager_then_compile\")`, how many graphs has the backend compiled after the FIRST call of `torch.compile(f)`?",
-    ("0", "1", "2"),
+    "Under `torch.compiler.set_stance(\"eager_then_compile\")`, `torch.compile(f)` with a counting backend is called "
+    "with sizes 4, 8, 16 and 32, in that order. How many graphs does the backend compile?",
+    ("0", "1", "2", "4"),
     """
     def f(x):
         return torch.sin(x) + 1
+
+    sizes = (4, 8, 16, 32)
     """,
-    """None: `eager_then_compile` runs the first call eagerly and compiles from the second call on, so a
-    first call with unusual shapes costs no compile. `force_eager` would never compile at all.""",
+    """One. The stance runs the first call eagerly, keeps its inputs as an example, and compiles on the second call
+    with both examples in hand: the size that changed between them is compiled as dynamic at once (its
+    documented purpose, "inferring dynamism from the first two invocations instead of wasting a static compile
+    on the first invocation"). 16 and 32 reuse that graph. The default compiles twice (a static graph for 4,
+    then a dynamic one at 8), and a stance that only skipped the first call would too. If the first two calls
+    have the same size, the second compiles a static graph and the next new size recompiles, as by default.""",
 )
 def _(ns):
     import torch
@@ -225,7 +232,9 @@ def _(ns):
     backend = probes.CountingBackend()
     try:
         with torch.compiler.set_stance("eager_then_compile"):
-            torch.compile(ns["f"], backend=backend)(torch.randn(4))
+            compiled = torch.compile(ns["f"], backend=backend)
+            for n in ns["sizes"]:
+                compiled(torch.randn(n))
         return str(backend.compiles)
     finally:
         torch._dynamo.reset()
@@ -311,7 +320,7 @@ concept(
 )
 
 
-# --- spot the line that breaks the graph (the answer: the first break's line in explain's report) ------
+# --- spot the line that breaks the graph (the answer: the first break's line in the graph_breaks log) --
 
 predict(
     "03.spot_logging",
@@ -333,12 +342,14 @@ predict(
         log.info("relu done")
         return y.sum()
     """,
-    """The logger call on line 12: Dynamo does not trace `logging.Logger` methods outside export ("logging.Logger
-    method not supported for non-export cases"), so the graph ends there and the logging runs in Python.
-    `time.time()` does not break the graph here (Dynamo handles the call while tracing), and a branch on a
-    size is decided from the shape while tracing, guarded, not a break. Rule of thumb: branches on shapes specialise,
-    branches on values break. To keep logging inside compiled code, list the function in
-    `torch._dynamo.config.reorderable_logging_functions`, or log outside the compiled region.""",
+    """Line 8. `time.time()` is a builtin Dynamo does not trace ("Attempted to call function marked as skipped",
+    gb0007), so a plain compile breaks there and `fullgraph=True` refuses the function at that line. The
+    logger call on line 12 breaks too (gb0291: `logging.Logger` methods are not traced outside export), and
+    the `if` on line 10 is not a break: a branch on a size is decided from the shape while tracing, and
+    guarded. `explain` points at line 12, because the break on line 8 comes before any tensor op, ends no
+    graph, and so is not in its count or its reasons; the `graph_breaks` log lists both. Take the time
+    outside the compiled function, and log outside it or list the function in
+    `torch._dynamo.config.reorderable_logging_functions`.""",
     form="break_line",
 )(break_line_of_f)
 

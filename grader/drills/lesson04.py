@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _compiles, _yes, compiles_of_model
+from .measure import _compiles, _log_of, _yes, compiles_of_model
 
 
 @predict(
@@ -55,8 +55,9 @@ def _(ns):
     """,
     """By default even a dynamic graph assumes sizes of at least 2, because sizes 0 and 1 change
     broadcasting semantics: Dynamo specialises them (0/1 specialisation). Size 1 therefore gets its own
-    graph, and 4, 8 and 16 share the dynamic one: two compiles. `mark_unbacked` on the dimension, or
-    `backed_size_oblivious=True`, would give one graph for all four.""",
+    graph, and 4, 8 and 16 share the dynamic one: two compiles. `mark_unbacked` on the dimension would give
+    one graph for all four; so would `torch.fx.experimental._config.backed_size_oblivious = True`, but that
+    is a private setting its own source calls an experimental option for export.""",
 )
 def _(ns):
     return str(_compiles(ns["double"], ns["calls"], **ns["compile_kwargs"]))
@@ -122,6 +123,50 @@ def _(ns):
 
     with torch._dynamo.config.patch(**ns["config"]):
         return str(_compiles(ns["double"], ns["calls"]))
+
+
+@predict(
+    "04.guard_order",
+    "`torch.compile(double)` is called with float32, float64 and float16 tensors (three graphs), then float32 again, "
+    "then bfloat16, which recompiles. In what order does that recompile try the three graphs' guards (the order "
+    "its `TORCH_LOGS=recompiles` lines list them)?",
+    ("float32, float64, float16", "float16, float64, float32", "float32, float16, float64", "float64, float16, float32"),
+    """
+    def double(x):
+        return x * 2
+
+    dtypes = (torch.float32, torch.float64, torch.float16, torch.float32, torch.bfloat16)
+    calls = [(torch.ones(4, dtype=d),) for d in dtypes]
+    """,
+    """float32, float16, float64. Dynamo keeps a function's graphs in a list and tries them from the front, the
+    most recently used first, not in the order they were compiled. After three compiles the list reads float16,
+    float64, float32 (newest first); the fourth call runs the float32 graph, which moves it to the front, so
+    the bfloat16 call fails float32's guard, then float16's, then float64's, and compiles a fourth graph, which
+    goes in at the front. A graph in steady use is found after one guard check, however many others exist;
+    `torch._dynamo.eval_frame._debug_get_cache_entry_list(code)` shows the list.""",
+)
+def _(ns):
+    import re
+
+    import torch
+
+    from .. import probes
+
+    torch._dynamo.reset()
+    backend = probes.CountingBackend()
+    compiled = torch.compile(ns["double"], backend=backend)
+    dtype_of = {}  # compile id "0/i" -> the dtype of the call that compiled it
+    try:
+        for (x,) in ns["calls"][:-1]:
+            before = backend.compiles
+            compiled(x)
+            if backend.compiles > before:
+                dtype_of[f"0/{before}"] = str(x.dtype).removeprefix("torch.")
+        text = _log_of(lambda: compiled(*ns["calls"][-1]), recompiles=True)
+    finally:
+        torch._dynamo.reset()
+    tried = re.findall(r"- (\d+/\d+): ", text.rsplit("Recompiling", 1)[-1])
+    return ", ".join(dtype_of[cid] for cid in tried)
 
 
 concept(
@@ -304,7 +349,7 @@ predict(
     """Two. `training` is a Python bool that changes what the graph does (dropout or not), so each graph is
     guarded on it: the first eval call fails the guard and compiles an eval graph. Switching back does not
     compile again, because a function keeps every graph it compiled (up to `recompile_limit`) and runs the
-    first whose guards pass. Alternating train and eval costs one extra compile, not one per switch.""",
+    first whose guards pass, trying the most recently used first. Alternating train and eval costs one extra compile, not one per switch.""",
     form="model",
 )
 def _(ns):

@@ -67,20 +67,42 @@ def _ort(path, *arrays):
     return session.run(None, dict(zip(names, arrays)))
 
 
+def _log_of(run, **artifacts) -> str:
+    """The text of the torch logs ``artifacts`` while ``run()`` runs (``probes.torch_logs``). Drills compute inside
+    ``probes.silenced()``, which disables log records below ERROR: lifted for the capture, which goes into a
+    string and prints nothing."""
+    import logging
+
+    from ..probes import torch_logs
+
+    previous = logging.root.manager.disable
+    logging.disable(logging.NOTSET)
+    try:
+        with torch_logs(**artifacts) as log:
+            run()
+    finally:
+        logging.disable(previous)
+    return log.text
+
+
 def _first_break_line(fn, *args) -> str:
-    """The snippet line (counted from 1) of the first graph break Dynamo's ``explain`` reports for
-    ``fn(*args)``, or "none": the innermost frame of the break's user stack inside the snippet."""
+    """The snippet line (counted from 1) of the first graph break a plain ``torch.compile`` of ``fn(*args)``
+    takes, or "none": the innermost frame inside the snippet of the first entry in the ``graph_breaks`` log.
+    Not ``explain``'s first break reason: ``explain`` cannot see a break that ends no graph, such as a
+    ``time.time()`` before the first tensor op (03.spot_logging), which the log and ``fullgraph=True`` see."""
+    import re
+
     import torch
 
     torch._dynamo.reset()
     try:
-        report = torch._dynamo.explain(fn)(*args)
+        text = _log_of(lambda: torch.compile(fn, backend="eager")(*args), graph_breaks=True)
     finally:
         torch._dynamo.reset()
-    for reason in report.break_reasons:
-        lines = [frame.lineno for frame in reason.user_stack if frame.filename.startswith(SNIPPET_FILE)]
+    for entry in text.split("Graph break in user code at ")[1:]:  # one entry per break, in the order taken
+        lines = re.findall(r'File "' + re.escape(SNIPPET_FILE) + r'\d+>", line (\d+)', entry)
         if lines:
-            return str(lines[-1])
+            return lines[-1]
     return "none"
 
 
@@ -111,7 +133,7 @@ def _onnx_ops(model, args, **kwargs) -> list[str]:
 # Shared measures: a drill whose snippet defines the names below passes one of these as its measure.
 
 def break_line_of_f(ns) -> str:
-    """The line of the first graph break when ``f(torch.randn(8))`` is compiled (explain's report)."""
+    """The line of the first graph break when ``f(torch.randn(8))`` is compiled (the graph_breaks log)."""
     import torch
 
     return _first_break_line(ns["f"], torch.randn(8))
