@@ -29,18 +29,46 @@ def _(ns):
 
 @predict(
     "05.input_specs",
-    "How many entries does `ep.graph_signature.input_specs` have?",
-    ("1", "2", "3", "4"),
+    "What are the graph inputs' names (`spec.arg.name` for each entry of `ep.graph_signature.input_specs`, in order)?",
+    ("p_weight, p_bias, input", "p_weight, p_bias, x", "input, p_weight, p_bias", "weight, bias, x"),
     """
     model = torch.nn.Linear(6, 4)
     ep = torch.export.export(model, (torch.randn(3, 6),))
     """,
-    """An ExportedProgram lifts parameters and buffers to graph inputs: the weight and the bias become
-    placeholders (`p_weight`, `p_bias`) next to the user input `x`, and `graph_signature.input_specs`
-    maps each to its kind and state_dict name. Three inputs for one user argument.""",
+    """An ExportedProgram lifts parameters and buffers to graph inputs placed before the user's: the weight
+    and the bias become placeholders `p_weight` and `p_bias`, and `graph_signature.input_specs` maps each
+    to its kind and state_dict name (`weight`, `bias`). The user input keeps the name of `forward`'s
+    parameter, and `nn.Linear.forward(self, input)` calls it `input`, not `x` (the same name
+    `dynamic_shapes` must use, lesson 06). Three inputs for one user argument.""",
 )
 def _(ns):
-    return str(len(ns["ep"].graph_signature.input_specs))
+    return ", ".join(spec.arg.name for spec in ns["ep"].graph_signature.input_specs)
+
+
+@predict(
+    "05.which_mode_exports",
+    "Which export modes accept `Squash` (`torch.export.export(Squash(), (torch.randn(4),), strict=...)`)?",
+    ("both", "only non-strict (the default)", "only strict=True", "neither"),
+    """
+    import numpy as np
+
+    class Squash(torch.nn.Module):
+        def forward(self, x):
+            return torch.from_numpy(np.tanh(x.numpy())) * 2
+    """,
+    """Only strict. Non-strict export does not run "any Python": it runs `forward` on fake tensors, which
+    have shapes and dtypes but no values, and `.numpy()` needs the values ("`.numpy()` is not supported for
+    tensor subclasses"). Strict export traces with Dynamo, which handles NumPy calls through `torch._numpy`
+    (as torch.compile does) and exports `aten.tanh`. It is not a superset either: strict refuses a float
+    `.tolist()` that non-strict exports (lesson 05 section 4 shows both).""",
+)
+def _(ns):
+    import torch
+
+    works = {strict: _succeeds(lambda: torch.export.export(ns["Squash"](), (torch.randn(4),), strict=strict)) == "works"
+             for strict in (False, True)}
+    return {(True, True): "both", (True, False): "only non-strict (the default)",
+            (False, True): "only strict=True", (False, False): "neither"}[works[False], works[True]]
 
 
 @predict(
@@ -67,9 +95,10 @@ concept(
     "05.default_strict",
     "Which tracing mode does `torch.export.export` use by default on torch 2.13?",
     "non-strict",
-    """`torch.export.export` defaults to `strict=False` (non-strict): it runs your Python normally with fake
-    tensors and records the ATen ops. `strict=True` traces with TorchDynamo instead, which checks more Python
-    constructs and can refuse code that non-strict accepts.""",
+    """`torch.export.export` defaults to `strict=False` (non-strict): it runs your Python normally on fake
+    tensors (shapes and dtypes, no values) and records the ATen ops, so code that needs values, such as
+    `.numpy()`, fails there. `strict=True` traces with TorchDynamo instead, which refuses some code that
+    non-strict accepts (a float `.tolist()`) and captures some that non-strict cannot run (NumPy calls).""",
     choices=("non-strict", "strict", "TorchScript", "strict for nn.Modules, non-strict for plain functions"),
 )
 
@@ -84,6 +113,24 @@ concept(
     is still compiled on first call, in Python, guarded, and nothing is written for a C++ runtime to load.""",
     choices=("torch.export", "torch.compile", "torch.compile(fullgraph=True): one graph, so it can be deployed",
              'torch.compile(mode="max-autotune"), saved with its compiled kernels'),
+)
+
+concept(
+    "05.aoti_unchecked",
+    "An AOTInductor package, compiled from a program exported with `Dim(\"batch\", min=1, max=1024)` and loaded "
+    "with `aoti_load_package` (no environment variables set), is called with a batch of 2048. What happens?",
+    "it runs, without an error: the package checks no input unless AOTI_RUNTIME_CHECK_INPUTS=1",
+    """The package's generated C++ holds a check of every input (dtype, fixed sizes, the ranges of dynamic
+    sizes, strides, device), but runs it only when the environment variable `AOTI_RUNTIME_CHECK_INPUTS` is
+    set (not to 0) in the process that runs the package; the C++ reads it at run time, so the compiler's
+    environment does not matter. Then batch 2048 is refused ("dim value is too large ... expected to be <=
+    1024"). `ep.module()` checks the upper bound always. Lesson 05 section 7 shows both on one package.""",
+    choices=(
+        "it runs, without an error: the package checks no input unless AOTI_RUNTIME_CHECK_INPUTS=1",
+        "it raises: the package checks every input against the program's ranges, as ep.module() does",
+        "it raises, unless the package was compiled with AOTI_RUNTIME_CHECK_INPUTS=0",
+        "it recompiles the package's kernels for the new size, then runs",
+    ),
 )
 
 concept(
