@@ -76,7 +76,7 @@ test-browser: setup
 
 # Everything but whole-notebook execution.
 test-fast: deploy
-	$(PY) -m pytest -m "not notebooks" --ignore=tests/browser tests
+	$(PY) -m pytest -m "not notebooks and not slow" --ignore=tests/browser tests
 
 grade: setup
 	$(PY) -m grader grade $(DIR) --out grades.csv

@@ -16,6 +16,11 @@ def _scope(item) -> str:
     return item.nodeid.rsplit("::", 1)[0] if getattr(item, "cls", None) else item.nodeid.split("::", 1)[0]
 
 
+def _long(item) -> bool:
+    """Minutes of work in one test: a module that grades whole notebooks, or one marked slow."""
+    return bool(item.get_closest_marker("notebooks") or item.get_closest_marker("slow"))
+
+
 def _code_cells(notebook: Path) -> int:
     import nbformat
 
@@ -36,14 +41,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         scope = _scope(item)
         if scope in weight:
-            weight[scope] = max(weight[scope], 20_000 if item.get_closest_marker("notebooks") else 0)
+            weight[scope] = max(weight[scope], 20_000 if _long(item) else 0)
         elif getattr(getattr(item, "cls", None), "lesson", None) in lessons:
             cells = _code_cells(ROOT / "solutions" / lessons[item.cls.lesson].notebook)
             weight[scope] = 10_000 + cells * (2 if item.cls.__name__.startswith("TestSolution") else 1)
         elif item.path.suffix == ".ipynb":
             weight[scope] = 5_000 + _code_cells(item.path)
         else:
-            weight[scope] = 20_000 if item.get_closest_marker("notebooks") else 0
+            weight[scope] = 20_000 if _long(item) else 0
     items.sort(key=lambda item: -weight[_scope(item)])
     _skip_checks_whose_packages_are_missing(items)
 
