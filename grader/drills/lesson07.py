@@ -260,9 +260,10 @@ predict(
     """,
     """The dynamo-based exporter converts `dynamic_axes` into `dynamic_shapes` for `torch.export` (added in
     pytorch/pytorch#128371), so the file's input reads `["batch", 4]`: dimension 0 symbolic, the others
-    fixed. The constraints are then torch.export's: a dimension the model specialises is an export
-    error, or a fixed size, where the TorchScript exporter quietly wrote a symbol. New code should pass
-    `dynamic_shapes` and read `graph.input` back.""",
+    fixed. The dimension then goes through torch.export, and the ONNX exporter's way of calling it: a
+    dimension the model fixes comes out as that fixed size, silently (the exporter applies export's
+    suggested fix and exports again, 07.onnx_suggested_fix), where the TorchScript exporter quietly wrote
+    a symbol. New code should pass `dynamic_shapes` and read `graph.input` back.""",
 )
 def _(ns):
     import torch
@@ -288,14 +289,214 @@ concept(
     "Which argument is the dynamo-based ONNX exporter's own way to declare a dynamic batch?",
     'dynamic_shapes, as for torch.export: {0: Dim("batch")} per input, keyed by the forward\'s argument names or in order',
     """`torch.onnx.export(..., dynamo=True)` captures with `torch.export`, so `dynamic_shapes` (with `Dim`,
-    `Dim.AUTO` or `Dim.DYNAMIC`) is its native form, and export's rules apply: sizes 0/1 specialise, and a
-    named `Dim` the model cannot honour is an error. `dynamic_axes` still works, converted for you. The
-    exporter never makes a dimension dynamic on its own: without either argument the batch is fixed to the
-    example's (07.static_batch), and no tensor has a size of -1. Read `graph.input` back to check.""",
+    `Dim.AUTO` or `Dim.DYNAMIC`) is its native form; `dynamic_axes` still works, converted for you. Export's
+    rules do not all apply as `torch.export.export` applies them: the ONNX exporter turns on
+    `backed_size_oblivious`, so a batch-1 example still gives a symbolic batch (07.onnx_batch1_example), and
+    a named `Dim` the model cannot honour is no error: it exports again with the suggested fix, a fixed
+    size, without a warning (07.onnx_suggested_fix). The exporter never makes a dimension dynamic on its
+    own: without either argument the batch is fixed to the example's (07.static_batch), and no tensor has a
+    size of -1. Read `graph.input` back to check.""",
     choices=(
         'dynamic_shapes, as for torch.export: {0: Dim("batch")} per input, keyed by the forward\'s argument names or in order',
         "dynamic_axes only: dynamic_shapes is accepted by torch.export.export alone",
         "none: the dynamo exporter makes every dimension dynamic",
         "input_names, with an example tensor whose batch size is -1",
+    ),
+)
+
+
+# --- what the ONNX exporter does with sizes 0/1, what verification compares, what ORT's BASIC level does --------
+
+@predict(
+    "07.onnx_batch1_example",
+    "`torch.export.export` refuses this spec with a batch-1 example. What is the first input dimension of the file `torch.onnx.export` writes?",
+    ("symbolic: the exporter does not specialise sizes 0/1", "fixed at 1", "an error, as torch.export.export raises"),
+    """
+    from torch.export import Dim
+
+    model = torch.nn.Linear(16, 4).eval()
+    example = (torch.randn(1, 16),)  # a single row
+    shapes = {"input": {0: Dim("batch")}}
+    # torch.onnx.export(model, example, dynamo=True, dynamic_shapes=shapes)
+    """,
+    """The ONNX exporter calls `torch.export` with the experimental `backed_size_oblivious` switch on (see
+    `torch/onnx/_internal/exporter/_capture_strategies.py`), so a size-1 example is not specialised: the
+    file's batch is the symbol `batch` and it runs at any size. `torch.export.export` with the same spec
+    raises, because 0/1 specialisation fixes the batch to 1 against the named `Dim`. The same switch does not
+    make a size-1 branch safe: see 07.onnx_size1_branch.""",
+)
+def _(ns):
+    import torch
+
+    from ..probes import silenced
+
+    with silenced():
+        try:
+            program = torch.onnx.export(ns["model"], ns["example"], dynamo=True, dynamic_shapes=ns["shapes"])
+        except Exception:
+            return "an error, as torch.export.export raises"
+    dim = program.model_proto.graph.input[0].type.tensor_type.shape.dim[0]
+    return "symbolic: the exporter does not specialise sizes 0/1" if dim.dim_param else f"fixed at {dim.dim_value}"
+
+
+@predict(
+    "07.onnx_size1_branch",
+    "Exported with a dynamic batch from a batch of 4, what does the ONNX file return for one row in onnxruntime?",
+    ("the row unchanged, as eager does", "NaN, and no error", "onnxruntime raises: the batch must not be 1",
+     "nothing: torch.onnx.export raised on the size-1 branch"),
+    """
+    from torch.export import Dim
+
+    class Standardize(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] == 1:  # one row has no spread: pass it through
+                return x
+            return (x - x.mean(0)) / x.std(0, correction=0)
+
+    example = (torch.randn(4, 3),)
+    # program = torch.onnx.export(Standardize().eval(), example, dynamo=True, dynamic_shapes=({0: Dim("batch")},))
+    # program(torch.randn(1, 3))  runs the file in onnxruntime
+    """,
+    """NaN, silently. The exporter calls `torch.export` with `backed_size_oblivious` on and
+    `prefer_deferred_runtime_asserts_over_guards=True`, so the `== 1` test becomes a run-time assert
+    (`Ne(batch, 1)`) in the program instead of an export error; the translation then removes assertion
+    nodes (ONNX has no op for them), and only the traced branch is in the file. At batch 1 it divides zero
+    by a zero spread. Write the size-1 case into the graph (`torch.where` or `torch.cond` on the size) and
+    test the file at batch 1.""",
+)
+def _(ns):
+    import torch
+
+    from ..probes import silenced
+
+    with silenced():
+        try:
+            program = torch.onnx.export(ns["Standardize"]().eval(), ns["example"], dynamo=True,
+                                        dynamic_shapes=({0: torch.export.Dim("batch")},))
+        except Exception:
+            return "nothing: torch.onnx.export raised on the size-1 branch"
+        row = torch.randn(1, 3)
+        try:
+            out = program(row)[0]
+        except Exception:
+            return "onnxruntime raises: the batch must not be 1"
+    if bool(out.isnan().all()):
+        return "NaN, and no error"
+    return "the row unchanged, as eager does" if torch.equal(out, row) else "something else"
+
+
+@predict(
+    "07.verify_dropped_branch",
+    "What largest absolute difference does `verify_onnx_program(program, (torch.ones(1, 3),))` report?",
+    ("0.0", "2.0", "an error: batch 1 is outside the exported range"),
+    """
+    from torch.export import Dim
+    from torch.onnx.verification import verify_onnx_program
+
+    class Drops(torch.nn.Module):
+        def forward(self, x):
+            if x.shape[0] == 1:
+                return x * 0
+            return x + 1
+
+    program = torch.onnx.export(Drops().eval(), (torch.ones(4, 3),), dynamo=True,
+                                dynamic_shapes=({0: Dim("batch")},))
+    # eager Drops() returns 0.0 for one row of ones; the file returns 2.0
+    """,
+    """0.0. `verify_onnx_program` compares onnxruntime with `program.exported_program.module()`, the graph
+    export traced from the batch of 4, not with your `nn.Module`: the size-1 branch is missing from both
+    sides, so the file verifies perfectly while it is 2.0 off the eager model. Verification proves the
+    translation, not the capture: compare the file with the eager model yourself, at batch 1 too.
+    (`verify=True` in `torch.onnx.export` runs the same comparison on the example inputs and only logs a
+    warning past 5e-3 absolute or 0.1 relative.)""",
+)
+def _(ns):
+    import torch
+
+    from ..probes import silenced
+
+    with silenced():
+        try:
+            (info,) = ns["verify_onnx_program"](ns["program"], (torch.ones(1, 3),))
+        except Exception:
+            return "an error: batch 1 is outside the exported range"
+    return f"{info.max_abs_diff:.1f}"
+
+
+@predict(
+    "07.ort_basic_gemm",
+    "The file holds `MatMul` and `Add`. Which ops does onnxruntime write to `optimized_model_filepath` at `ORT_ENABLE_BASIC`?",
+    ("MatMul, Add (BASIC only folds constants and removes redundant nodes)", "Gemm", "com.microsoft.FusedMatMul",
+     "MatMul"),
+    """
+    class Affine(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(8, 4))
+            self.b = torch.nn.Parameter(torch.randn(4))
+
+        def forward(self, x):
+            return x @ self.w + self.b
+
+    example = (torch.randn(2, 8),)
+    # torch.onnx.export(Affine().eval(), example, path, dynamo=True): MatMul, Add
+    # options.graph_optimization_level = ORT_ENABLE_BASIC; options.optimized_model_filepath = out
+    """,
+    """`Gemm`. BASIC is more than constant folding and redundant-node removal: it also fuses patterns into
+    standard ONNX ops, such as `MatMul` + `Add` on 2-D inputs into `Gemm`, a `BatchNormalization` after a
+    `Conv` into the convolution's weights and a `Relu` before a `Clip` into the `Clip`. EXTENDED is the level
+    whose fusions produce onnxruntime's own `com.microsoft` ops (`FusedMatMul`, `FusedConv`, `BiasGelu`).
+    Read the optimized file back to see what a level did.""",
+)
+def _(ns):
+    import onnx
+    import onnxruntime as ort
+
+    with _tmpdir() as tmp:
+        path, out = tmp / "affine.onnx", tmp / "basic.onnx"
+        _onnx(ns["Affine"]().eval(), ns["example"], path)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(out)
+        options.log_severity_level = 3
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        ops = [f"{n.domain + '.' if n.domain else ''}{n.op_type}" for n in onnx.load(str(out)).graph.node]
+    if ops == ["MatMul", "Add"]:
+        return "MatMul, Add (BASIC only folds constants and removes redundant nodes)"
+    return ", ".join(ops)
+
+
+concept(
+    "07.edge_dialect",
+    "ExecuTorch's `to_edge_transform_and_lower` returns a program in the edge dialect. What operators does it hold?",
+    "functional Core ATen ops (views as *_copy); .out variants and memory.alloc appear only in to_executorch()",
+    """The edge dialect is functional: Core ATen operators (`addmm`, `gelu`, `native_layer_norm`, ...) with
+    views replaced by their `*_copy` versions, each returning a new tensor, plus delegate calls where a
+    partitioner took a part. Memory is planned in the next step: `to_executorch()` rewrites each op into its
+    `.out` variant writing into a buffer allocated by `memory.alloc` (and views into `memory.view`), which
+    is what the `.pte` holds. Lesson 07 reads both graphs.""",
+    choices=(
+        "ATen ops with their out-variants, no Python",
+        "functional Core ATen ops (views as *_copy); .out variants and memory.alloc appear only in to_executorch()",
+        "XNNPACK kernels only",
+        "TorchScript IR",
+    ),
+)
+
+concept(
+    "07.et_unbounded_dim",
+    "An MLP is exported with `dynamic_shapes=({0: Dim(\"batch\")},)` (no `max`) from a batch of 8, lowered with "
+    "XNNPACK and written to a `.pte`. What happens at batch 9?",
+    "the build succeeded silently; the run fails (error 0x10): memory was planned for the example's batch",
+    """ExecuTorch plans memory at build time. A dynamic dimension with an upper bound is planned for the bound;
+    without one the build does not complain and plans the example's size (8 x 16 x 64 = 8192 floats for
+    the input), so batches up to 8 run and batch 9 fails when the runtime resizes the input ("Attempted to
+    resize a bounded tensor with a maximum capacity of 8192 elements to 9216 elements", error 0x10). Give
+    every dynamic dimension a `max` you will not exceed, as lesson 07 does with `Dim("batch", min=1, max=64)`.""",
+    choices=(
+        "it runs: the batch is dynamic",
+        "the export raises: ExecuTorch needs a max",
+        "the build succeeded silently; the run fails (error 0x10): memory was planned for the example's batch",
+        "it runs, but slower: memory is allocated at run time",
     ),
 )
