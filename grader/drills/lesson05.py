@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .bank import concept, predict
-from .measure import _succeeds, _yes, export_error_of_model
+from .measure import _export_error, _succeeds, _yes, export_error_of_model
 
 
 @predict(
@@ -18,8 +18,8 @@ from .measure import _succeeds, _yes, export_error_of_model
     """,
     """torch.export must produce one complete graph, with no Python fallback: a branch on a tensor's value
     cannot be decided while tracing, so export raises instead of graph-breaking the way torch.compile
-    would. Rewrite it with `torch.cond` (or `torch.where`); `torch.export.draft_export` lists every such
-    problem at once.""",
+    would. Rewrite it with `torch.cond` (or `torch.where`); `torch.export.draft_export` lists every
+    data-dependent failure of this kind at once (and still raises on errors of other kinds, 05.draft_numpy).""",
 )
 def _(ns):
     import torch
@@ -138,8 +138,9 @@ concept(
     "What does `torch.jit.trace` do with a data-dependent `if` in the model?",
     "records the branch the example took and silently freezes it",
     """Tracing records the ops one example executes, so a branch on data becomes a fixed path: other inputs
-    silently get the wrong branch (at best with a TracerWarning). `torch.jit.trace` is deprecated; export
-    either captures control flow with `torch.cond` or refuses.""",
+    silently get the wrong branch (at best with a TracerWarning). `torch.jit.trace` is deprecated. Export
+    refuses a branch on a tensor's value (write it with `torch.cond` and it captures both), but a branch on
+    a Python value, a global config flag for one, it freezes just as silently (05.config_frozen).""",
     choices=(
         "records the branch the example took and silently freezes it",
         "captures both branches as an If",
@@ -195,6 +196,73 @@ predict(
 )(export_error_of_model)
 
 
+@predict(
+    "05.config_frozen",
+    "`CONFIG[\"double\"]` is set to True after the export. What does `ep.module()(torch.ones(3))` return?",
+    ("tensor([3., 3., 3.]): the branch the export took",
+     "tensor([2., 2., 2.]): the program reads CONFIG on every call",
+     "an error: a guard on CONFIG fails",
+     "nothing: the export itself raised on the if"),
+    """
+    CONFIG = {"double": False}
+
+    class Configured(torch.nn.Module):
+        def forward(self, x):
+            if CONFIG["double"]:
+                return x * 2
+            return x * 3
+
+    ep = torch.export.export(Configured(), (torch.ones(3),))
+    CONFIG["double"] = True
+    """,
+    """Export refuses a branch on a tensor's value, but `CONFIG["double"]` is a Python value: tracing reads
+    it once, takes the branch it chose, and records only `aten.mul` by 3. The program has no guard on
+    CONFIG (unlike `torch.compile`, which would recompile) and says nothing: it returns 3s while eager now
+    returns 2s. `strict=True` does the same. A Python `random.random()` is frozen the same way in non-strict
+    mode (the number drawn at export), and strict refuses it. "One graph or an error" holds for tensors;
+    Python values are specialised silently, as `torch.jit.trace` did (lesson 05 section 8).""",
+)
+def _(ns):
+    import torch
+
+    out = ns["ep"].module()(torch.ones(3))
+    for value, choice in ((3.0, "tensor([3., 3., 3.]): the branch the export took"),
+                          (2.0, "tensor([2., 2., 2.]): the program reads CONFIG on every call")):
+        if torch.equal(out, torch.full((3,), value)):
+            return choice
+    return str(out)
+
+
+@predict(
+    "05.draft_numpy",
+    "What does `torch.export.draft_export(model, example)` do?",
+    ("RuntimeError: .numpy() is not supported for tensor subclasses",
+     "no error: it returns a program, and its report lists the .numpy() call",
+     "Unsupported: NumPy call (Dynamo's graph break, as an error)",
+     "GuardOnDataDependentSymNode: Could not guard on data-dependent expression"),
+    """
+    import numpy as np
+
+    class Squash(torch.nn.Module):
+        def forward(self, x):
+            return torch.from_numpy(np.tanh(x.numpy())) * 2
+
+    model, example = Squash(), (torch.randn(4),)
+    """,
+    """`draft_export` does not always return a program. It traces like non-strict export, on fake tensors,
+    with the example's real values beside them: where export would stop at a guard on data (an `if` on a
+    tensor's value, `int()` of one), it records a DATA_DEPENDENT_ERROR in its report, takes the way the
+    example went (asserting it at run time) and carries on. Other errors it raises as export does:
+    `.numpy()` on a fake tensor is a plain RuntimeError, and a `dynamic_shapes` key that names no argument
+    a UserError. Lesson 05 section 5 shows both.""",
+    form="export_error",
+)
+def _(ns):
+    import torch
+
+    return _export_error(lambda: torch.export.draft_export(ns["model"], ns["example"]))
+
+
 predict(
     "05.export_error_numpy",
     "What does `torch.export.export(model, example)` (default, non-strict) do?",
@@ -237,10 +305,13 @@ predict(
     model, example = Normalize(), (torch.randn(4),)
     """,
     """It exports. `.item()` is not a problem in itself: the value becomes an unbacked symbol, recorded as
-    `aten._local_scalar_dense` in the graph, and plain arithmetic with it stays symbolic. What fails is
-    deciding something about it in Python: `if peak > 0:` or `torch.zeros(int(peak))` needs the value
-    and raises "Could not guard on data-dependent expression" (05.export_error_branch). Under a default
-    `torch.compile`, the same `.item()` is a graph break (without `capture_scalar_outputs`).""",
+    `aten.item` in the exported graph (`aten._local_scalar_dense` after `run_decompositions()`), and plain
+    arithmetic with it stays symbolic. What fails is deciding something about it in Python: both
+    `if peak > 0:` and `torch.zeros(int(peak))` need the value and raise `GuardOnDataDependentSymNode`, with
+    different messages ("Could not guard on data-dependent expression zuf0 > 0.0" for the `if`, "Could not
+    extract specialized integer from data-dependent expression TruncToInt(zuf0)" for the `int`; see
+    05.export_error_branch). Under a default `torch.compile`, the same `.item()` is a graph break (without
+    `capture_scalar_outputs`).""",
     form="export_error",
 )(export_error_of_model)
 
