@@ -119,11 +119,14 @@ concept(
     except RuntimeError:
         outcome = "RuntimeError"
     """,
-    """`reduce-overhead` asks for CUDA graphs, and a graph that cannot be recorded (CPU inputs here; dynamic
-    shapes or mutated inputs on a GPU) runs compiled without them: no error and no warning. Inductor
-    decides once, when it compiles the graph, so the counter reads 1 however often it is called. For a
-    graph on the GPU the reason also goes to the `cudagraphs` log (`TORCH_LOGS="cudagraphs"`); a CPU graph
-    only bumps the counter. Check that counter when you rely on CUDA graphs: lesson 02 section 4.""",
+    """`reduce-overhead` asks for CUDA graphs, and a graph that cannot be recorded (CPU inputs here; on a GPU,
+    e.g. an input the graph mutates, or an op a CUDA graph cannot hold) runs compiled without them, and
+    Inductor counts the skip. It decides once, when it compiles the graph, so the counter reads 1 however
+    often it is called. A graph on the CPU only bumps the counter: no message, and no error even under
+    `triton.cudagraph_or_error=True`. A graph on the GPU also logs the reason as a warning on the
+    `cudagraphs` log, which a plain script prints (the course's `grader.setup()` quiets it), and
+    `cudagraph_or_error` turns its skip into an error. Dynamic shapes are not a skip: CUDA graph trees record
+    one graph per size (drill 02.cudagraph_sizes). Lesson 02 section 4 shows each case.""",
 )
 def _(ns):
     outcome = ns["outcome"]
@@ -131,6 +134,58 @@ def _(ns):
         return "a RuntimeError: CUDA graphs need a CUDA device"
     return {0: "0: it ran with CUDA graphs anyway", 1: "1: it ran compiled without CUDA graphs, with no message",
             3: "3: one skip per call, each with a warning"}.get(outcome, f"{outcome}")
+
+
+@predict(
+    "02.cudagraph_sizes",
+    "On a GPU, `f = torch.compile(step, mode=\"reduce-overhead\", dynamic=True)` (default settings otherwise) is "
+    "called once with each of these batch sizes. What do CUDA graph trees do with the dynamic graph?",
+    ("it records one CUDA graph per distinct batch size (10 recordings) and the cudagraphs log warns once, past 8 sizes",
+     "it skips CUDA graphs for a dynamic graph, silently, and runs it as plain compiled code",
+     "it records one CUDA graph with symbolic sizes and replays it for every batch size",
+     "it raises an error: CUDA graphs need static shapes"),
+    """
+    import torch._inductor.config as inductor_config
+
+    batches = [8, 16, 8, 32, 16, 1, 2, 3, 4, 5, 6, 7]  # f(torch.randn(batch, 64, device="cuda")) for each
+    skip_dynamic = inductor_config.triton.cudagraph_skip_dynamic_graphs
+    """,
+    """By default (`triton.cudagraph_skip_dynamic_graphs=False`) a dynamic graph is not skipped: CUDA graph trees
+    keep one recording per distinct set of the graph's integer inputs, its sizes, and replay the one that fits.
+    Every new batch size costs a recording and keeps its graph; once the count passes
+    `triton.cudagraph_dynamic_shape_warn_limit` (8) the `cudagraphs` log warns once, suggesting padding inputs to
+    a few sizes or `cudagraph_skip_dynamic_graphs=True`, which runs such graphs without CUDA graphs (a skip,
+    counted and logged). The answer is computed by running this torch's CUDA graph trees code on these sizes, with
+    the CUDA recording itself replaced (no GPU needed); lesson 02 section 4 does the same in a cell.""",
+)
+def _(ns):
+    from unittest import mock
+
+    import torch
+    import torch._inductor.cudagraph_trees as trees
+
+    if ns["skip_dynamic"]:
+        return "it skips CUDA graphs for a dynamic graph, silently, and runs it as plain compiled code"
+    recorded, warned_at = [], []
+
+    def record_instead(graph, inputs, static_input_idxs, *args, **kwargs):
+        recorded.append(inputs[0])
+        return graph, graph(inputs)
+
+    def warn_check(fn_cache, int_key, _real=trees.maybe_warning_due_to_dynamic_shape):
+        if _real(fn_cache, int_key):
+            warned_at.append(len(fn_cache) + 1)
+            return True
+        return False
+
+    with mock.patch.object(trees, "cudagraphify", record_instead), \
+            mock.patch.object(trees, "maybe_warning_due_to_dynamic_shape", warn_check):
+        run = trees.cudagraphify_impl(lambda inputs: [inputs[1] * 2], [ns["batches"][0], torch.randn(1)], ())
+        for batch in ns["batches"]:
+            run([batch, torch.randn(batch)])
+    if recorded == list(dict.fromkeys(ns["batches"])) and warned_at == [9]:
+        return "it records one CUDA graph per distinct batch size (10 recordings) and the cudagraphs log warns once, past 8 sizes"
+    return f"{len(recorded)} recordings of sizes {recorded}, warned at distinct sizes {warned_at}"
 
 
 concept(
