@@ -134,8 +134,11 @@ concept(
     """,
     """The ONNX exporter catches `torch.export`'s constraint violation, applies the suggested fix
     (`batch = 8`) and exports again, with no error and no warning: the file's input has `dim_value` 8.
-    Read the input dims back after every export, or run `torch.export.export` with the same spec first
-    (it raises) and pass the fixed `ExportedProgram` to `torch.onnx.export`.""",
+    It applies any fix it can read, including one that only narrows a range (`Dim('seq', max=16)`, drill
+    07.onnx_narrowed_range): then the file shows a plain symbolic dim and reading the dims back catches
+    nothing. Compare `onnx_program.exported_program.range_constraints` with the spec you asked for, or run
+    `torch.export.export` with the same spec first (it raises and prints the fix) and pass the fixed
+    `ExportedProgram` to `torch.onnx.export`. A rejected spec with no usable fix still raises.""",
 )
 def _(ns):
     import torch
@@ -149,6 +152,82 @@ def _(ns):
             return "raises the same error"
     dim = program.model_proto.graph.input[0].type.tensor_type.shape.dim[0]
     return "writes a file with a symbolic batch" if dim.dim_param else f"writes a file with a fixed batch of {dim.dim_value}, no error"
+
+
+@predict(
+    "07.onnx_narrowed_range",
+    "`torch.export.export` refuses a free `seq` here. Exported with `torch.onnx.export` and this spec, what "
+    "does onnxruntime return for a (3, 32) input?",
+    ("nothing: torch.onnx.export raises", "onnxruntime raises: 32 is outside the file's range",
+     "eager's answer", "a different answer from eager's, and no error"),
+    """
+    from torch.export import Dim
+
+    class ShortOrLong(torch.nn.Module):  # lesson 06
+        def forward(self, x):
+            if x.shape[1] > 16:
+                return x.view(x.shape[0], -1, 2).mean(-1).sum(-1)
+            return x.sum(-1)
+
+    example = (torch.randn(4, 8),)
+    shapes = ({0: Dim("batch"), 1: Dim("seq")},)
+    # program = torch.onnx.export(ShortOrLong().eval(), example, dynamo=True, dynamic_shapes=shapes)
+    # program(torch.randn(3, 32))  runs the file in onnxruntime
+    """,
+    """A different answer, silently. `torch.export` suggests `seq = Dim('seq', max=16)`, the range the traced
+    branch (`x.sum(-1)`) is valid for; the ONNX exporter applies that fix and succeeds. The range stays in
+    `program.exported_program.range_constraints` (seq at most 16), but the file's input has a plain
+    `dim_param` 'seq' and no check, so onnxruntime runs 32 through the short branch (eager takes the long
+    one: half the sum). Compare the program's ranges with your spec, or export with `torch.export.export`
+    first (it raises) and pass the program.""",
+)
+def _(ns):
+    import torch
+
+    from ..probes import silenced
+
+    with silenced():
+        try:
+            program = torch.onnx.export(ns["ShortOrLong"]().eval(), ns["example"], dynamo=True, dynamic_shapes=ns["shapes"])
+        except Exception:
+            return "nothing: torch.onnx.export raises"
+        x = torch.randn(3, 32)
+        try:
+            out = program(x)[0]
+        except Exception:
+            return "onnxruntime raises: 32 is outside the file's range"
+    return "eager's answer" if torch.allclose(out, ns["ShortOrLong"]()(x), atol=1e-5) else "a different answer from eager's, and no error"
+
+
+@predict(
+    "07.onnx_dim_range",
+    "Exported with `Dim(\"batch\", min=2, max=16)`, what does onnxruntime do with a batch of 1000?",
+    ("raises: the batch is outside 2..16", "runs it and returns 1000 rows",
+     "raises only when the session was created with strict shapes"),
+    """
+    from torch.export import Dim
+
+    head = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
+    example = (torch.randn(4, 16),)
+    # torch.onnx.export(head, example, path, dynamo=True, dynamic_shapes=({0: Dim("batch", min=2, max=16)},))
+    # onnxruntime.InferenceSession(path).run(None, {"x": torch.randn(1000, 16).numpy()})
+    """,
+    """It runs it. A `Dim`'s range guides the export (it is what `torch.export` checks the model against and
+    records in the program), but ONNX has no place for it: the file's input dimension is only a `dim_param`
+    named 'batch', and onnxruntime accepts any size (1 and 1000 alike). Validate input sizes in the serving
+    code if the model is only correct within a range.""",
+)
+def _(ns):
+    import torch
+
+    with _tmpdir() as tmp:
+        path = tmp / "head.onnx"
+        _onnx(ns["head"], ns["example"], path, dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=16)},))
+        try:
+            out = _ort(path, torch.randn(1000, 16).numpy())[0]
+        except Exception:
+            return "raises: the batch is outside 2..16"
+    return f"runs it and returns {out.shape[0]} rows"
 
 
 concept(
