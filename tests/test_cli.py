@@ -68,7 +68,7 @@ def test_the_command_line_imports_torch_only_for_a_command_that_uses_it():
              "        cli.main(argv)\n"
              "print('torch' in sys.modules)\n"
              "import grader\n"
-             "grader.Timing, grader.setup\n"
+             "grader.Timing, grader.setup, grader.timing.format_seconds, grader.probes.silenced, grader.checks\n"
              "print('torch' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
