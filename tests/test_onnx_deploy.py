@@ -88,3 +88,42 @@ def test_starter_not_attempted():
         raise NotImplementedError
 
     assert check(starter).status.name == "NOT_ATTEMPTED"
+
+
+def static_qdq(src, dst):
+    """quantize_static's QDQ file: int8 weights behind DequantizeLinear and float Gemms, which onnxruntime fuses into
+    QGemm at load time (saturating without VNNI: 15% off on qemu's Haswell, a reviewer measured)."""
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):
+        def __init__(self, name):
+            self.batches = iter([{name: np.random.randn(8, lesson07.WIDE_IN).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        prepared = Path(tmp) / "prepared.onnx"
+        quant_pre_process(src, prepared)
+        name = probes.ort_session(prepared).get_inputs()[0].name
+        quantize_static(prepared, dst, Reader(name))
+
+
+def test_a_static_qdq_file_is_refused_not_judged_in_float():
+    result = check(static_qdq)
+    assert result.status.name == "FAILED", result.message
+    assert "dynamic quantization" in result.message and result.points == 0.5
+
+
+def test_the_emulator_refuses_a_qdq_file(tmp_path):
+    from grader import int8
+
+    src, dst = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    with probes.silenced():
+        torch.onnx.export(probes.seeded(lesson07.wide_mlp).eval(), (torch.randn(8, lesson07.WIDE_IN),), dynamo=True,
+                          verbose=False).save(src)
+        static_qdq(str(src), str(dst))
+    with pytest.raises(int8.Unsupported, match="QDQ"):
+        int8.session(dst)

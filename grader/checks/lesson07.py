@@ -281,7 +281,8 @@ def predict_ort_output(predicted):
 WIDE_IN, WIDE_OUT = 256, 64
 QUANTIZE_BATCHES = (1, 48)
 QUANTIZE_TOLERANCE = 0.05  # of the largest |eager output|: exact int8 arithmetic gives ~1-2% on this model; the
-# default quantize_dynamic gives 8-17% on an x86 CPU without VNNI (U8S8 saturation), reduce_range 1-2%, uint8 weights 1-1.5%
+# default quantize_dynamic gives 4-31% on an x86 CPU without VNNI (U8S8 saturation; it varies with the inputs),
+# reduce_range 1-2%, uint8 weights 1-2%
 
 
 def wide_mlp() -> torch.nn.Module:
@@ -319,13 +320,22 @@ def quantize(quantize_fn):
                f"{dict(after)} bytes): it is not quantized", measured=dict(after), expected="int8 or uint8 weights")
         expect(total < fp32 / 2, f"the weights of dst take {total} bytes against {fp32} in the fp32 file; "
                "int8 weights should take about a quarter", measured=total, expected=f"< {fp32 // 2}")
+        ops = {node.op_type for node in load_onnx(dst).graph.node}
+        if not ops & {"DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
+            raise CheckFailed(f"dst quantizes no activation at run time (no DynamicQuantizeLinear; its ops: "
+                              f"{sorted(ops)}): the exercise asks for dynamic quantization, which quantize_dynamic "
+                              "writes", measured=sorted(ops), expected="DynamicQuantizeLinear + MatMulInteger",
+                              fraction=1 / 4)
         try:
-            runners = {"here": probes.ort_session(dst), "exact": int8.session(dst, vnni=True),
-                       "no VNNI": int8.session(dst, vnni=False)}
+            runners = {"here": probes.ort_session(dst)}
         except Exception as e:
-            raise CheckFailed(f"dst could not be loaded by onnxruntime and onnx's reference evaluator (which the check "
-                              f"uses to compute dst as an x86 CPU with and without VNNI would): {type(e).__name__}: "
-                              f"{first_line(e, 160)}. Write standard ONNX ops (quantize_dynamic does)", fraction=1 / 4)
+            raise CheckFailed(f"onnxruntime could not load dst: {type(e).__name__}: {first_line(e, 160)}", fraction=1 / 4)
+        try:
+            runners.update({"exact": int8.session(dst, vnni=True), "no VNNI": int8.session(dst, vnni=False)})
+        except Exception as e:
+            raise CheckFailed(f"onnxruntime loads dst, but the check cannot compute it as an x86 CPU with and without "
+                              f"VNNI would (onnx's reference evaluator with MLAS's int8 arithmetic): "
+                              f"{first_line(e, 300)}. quantize_dynamic's files can be", fraction=1 / 4)
         worst = dict.fromkeys(runners, 0.0)
         for batch in QUANTIZE_BATCHES:
             x = torch.randn(batch, WIDE_IN, generator=gen)
