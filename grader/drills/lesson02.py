@@ -228,7 +228,8 @@ concept(
     """The artifacts are cache entries (AOTAutograd and Inductor's FX graph cache), so the first call hits
     both caches and Inductor generates no code. They hold nothing from before capture, so Dynamo still
     traces; and on a CPU an FX graph entry holds the kernels' C++ source, not the shared libraries, so a new
-    cache folder builds them again (and probes the CPU's vector instructions once). Lesson 02 section 12
+    cache folder builds them again (and, on x86 CPUs, probes the vector instructions once by building small
+    test programs; ARM builds pick NEON or SVE from what the CPU reports). Lesson 02 section 12
     measures each part in fresh processes. On a GPU the compiled Triton kernels are bundled into the entries.""",
     choices=(
         "Dynamo traces the model and the C++ compiler builds its kernels; Inductor's code generation is skipped",
@@ -298,20 +299,42 @@ concept(
 )
 
 
-concept(
+_RESET_CHOICES = (
+        "the compiled code, its guards and the counters are all gone; Inductor's on-disk caches stay",
+        "the compiled code and its guards are gone; torch._dynamo.utils.counters keep their counts, and "
+        "Inductor's on-disk caches stay",
+        "only the counters are reset; the compiled code stays cached",
+        "everything is left: reset() takes effect at the next start",
+    )
+
+
+@predict(
     "02.reset_cache",
-    "What does `torch._dynamo.reset()` clear?",
-    "Dynamo's in-process state: compiled code, guards and counters; Inductor's on-disk caches stay",
-    """`reset()` forgets what this process compiled: the cached graphs and guards attached to each function's
-    code, recompile counts, and similar in-memory state, so the next call traces again. The caches on disk
-    (`TORCHINDUCTOR_CACHE_DIR`: the FX graph cache, compiled kernels, autotuning results) are untouched,
-    so that next compile can still hit them and skip code generation: a "cold" measurement after
-    `reset()` is warm on disk. Use a fresh cache directory (or `torch._inductor.utils.fresh_cache()`) to
-    measure a cold compile.""",
-    choices=(
-        "Dynamo's in-process state: compiled code, guards and counters; Inductor's on-disk caches stay",
-        "everything, the on-disk Inductor cache included",
-        "only the recompile counters; compiled graphs stay cached",
-        "nothing in a running process: it takes effect at the next start",
-    ),
+    "After `torch._dynamo.reset()`, what is left of this compile in the running process?",
+    _RESET_CHOICES,
+    """
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    from torch._dynamo.utils import counters
+
+    def f(x):
+        return torch.sin(x) + 1
+
+    torch.compile(f, backend="eager")(torch.randn(4))
+    before = (len(_debug_get_cache_entry_list(f.__code__)), counters["stats"]["unique_graphs"])
+    torch._dynamo.reset()
+    after = (len(_debug_get_cache_entry_list(f.__code__)), counters["stats"]["unique_graphs"])
+    """,
+    """`reset()` forgets what this process compiled: the cache entries (compiled code and guards) attached to
+    each function's code object, so the next call traces again. It does not clear
+    `torch._dynamo.utils.counters`: `unique_graphs` and the other counts keep growing across resets (clear them
+    with `counters.clear()` before counting, as lesson 02's cells do). The caches on disk
+    (`TORCHINDUCTOR_CACHE_DIR`: the FX graph cache, compiled kernels, autotuning results) are untouched too,
+    so the next compile can still hit them and skip code generation: a "cold" measurement after `reset()`
+    is warm on disk (lesson 02 section 2). Use a fresh cache directory (or
+    `torch._inductor.utils.fresh_cache()`) to measure a cold compile.""",
 )
+def _(ns):
+    (entries_before, graphs_before), (entries_after, graphs_after) = ns["before"], ns["after"]
+    code_gone = entries_before >= 1 and entries_after == 0
+    counters_kept = graphs_after == graphs_before >= 1
+    return _RESET_CHOICES[{(True, True): 1, (True, False): 0, (False, False): 2, (False, True): 3}[code_gone, counters_kept]]
