@@ -135,8 +135,9 @@ concept(
     "03.explain_zero",
     "`explain` reports 0 graph breaks for a function. Is the function guaranteed to run as one graph under `torch.compile`?",
     "no",
-    """`explain`'s `graph_break_count` is `graph_count - 1`, so a break that ends no graph (a `print` before
-    any tensor work, for example) is not counted. The `graph_breaks` log of a default compile
+    """`explain`'s `graph_break_count` is `graph_count - 1`, so a break that adds no graph is not counted:
+    one after the last tensor op is at least listed in its `break_reasons`, one before the first tensor
+    op (a `print`, for example) is in neither (lesson 03 section 1 shows all three places). The `graph_breaks` log of a default compile
     (`TORCH_LOGS=graph_breaks`) lists every break it takes, with its reason and GB id. `fullgraph=True`
     refuses most breaks, but it is a different compile: it also captures `.item()` as a symbolic scalar,
     so a function whose only breaks are `.item()` calls compiles there as one graph and still breaks
