@@ -271,14 +271,16 @@ def _(ns):
 
 concept(
     "04.freezing_stale",
-    "A model with an `nn.Linear` is compiled with Inductor and `torch._inductor.config.freezing = True` under `torch.no_grad()`, on CPU. Then `model.fc.weight.mul_(2)` runs. What does the next call of the compiled model return?",
+    "A model with an `nn.Linear` is compiled with Inductor and `torch._inductor.config.freezing = True` under `torch.no_grad()`, on an x86 CPU with the standard (MKL) torch build. Then `model.fc.weight.mul_(2)` runs. What does the next call of the compiled model return?",
     "the output of the old weight: freezing made it a constant of the compiled graph",
-    """Freezing turns parameters into constants of the graph for inference; on CPU Inductor hands the
-    Linear's weight to MKL/oneDNN as a packed copy made at compile time (`_frozen_param` in the output
-    code), so an in-place update never reaches it and the answer is silently stale. Without freezing the
-    parameters are graph inputs and the update shows at once. Lesson 04 section 9 measures both, and shows
-    a parameter used as it is (no repacking) still following: which ones go stale is Inductor's choice.
-    After changing weights, `torch._dynamo.reset()` and compile again.""",
+    """Freezing turns parameters into constants of the graph for inference; on a build with MKL (the x86
+    wheels) or with oneDNN on Arm's ACL (aarch64 Linux) Inductor hands a float32 Linear's weight to that
+    library as a packed copy made at compile time (`_frozen_param` in the output code), so an in-place
+    update never reaches it and the answer is silently stale. A build with neither (the macOS arm64
+    wheels) keeps an `addmm` on the parameter, and the update shows. Without freezing the parameters are
+    graph inputs and the update shows at once. Lesson 04 section 9 measures both, says whether your build
+    repacks, and shows a parameter used as it is (no repacking) still following: which ones go stale is
+    Inductor's choice. After changing weights, `torch._dynamo.reset()` and compile again.""",
     choices=(
         "the output of the old weight: freezing made it a constant of the compiled graph",
         "the output of the new weight: compiled code always reads the live parameters",
@@ -440,14 +442,16 @@ concept(
 concept(
     "04.dynamic_true",
     "`torch.compile(model, dynamic=True)`: can the model still recompile?",
-    "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed Python values still fail guards",
+    "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed Python values read from attributes or globals still fail guards",
     """`dynamic=True` makes sizes symbolic from the first compile, so new sizes of 2 and more reuse the graph.
     Everything else is still guarded: 0 and 1 are specialised (broadcasting semantics), a tensor's dtype,
-    device and `requires_grad` are part of its guard, and Python values the code depends on (ints, flags,
-    module attributes) are constants of the graph. Branches on sizes add guards such as `s0 <= 4`.
+    device and `requires_grad` are part of its guard, and Python values the code reads from module
+    attributes, globals or flags are constants of the graph, guarded by value. Int arguments are not:
+    `dynamic=True` makes them symbolic too (k = 2, 3, 4 passed in: one compile; the same ints read from a
+    module attribute or a global: three). Branches on sizes add guards such as `s0 <= 4`.
     `TORCH_LOGS=recompiles` names the guard that failed.""",
     choices=(
-        "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed Python values still fail guards",
+        "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed Python values read from attributes or globals still fail guards",
         "no: dynamic=True makes every guard symbolic",
         "only when the batch dimension changes: dynamic=True covers the other dimensions",
         "no on a CPU; yes on a GPU, where CUDA graphs need static shapes",
