@@ -72,7 +72,8 @@ concept(
     memory bandwidth. Three unfused ops read and write the whole tensor three times; a fused kernel keeps
     intermediates in registers and moves the data once. Lesson 01 measures the speed-up on your machine;
     on a CPU the fused chain still runs well behind a copy into preallocated memory there, because it
-    allocates a fresh output and pays a page fault per 4 KiB of it.""",
+    allocates a fresh output and pays a page fault per page of it the kernel hands out (4 KiB pages on most
+    x86 Linux machines; 2 MiB pages under transparent huge pages make far fewer).""",
     choices=(
         "they are memory-bound: fusion moves a third of the bytes",
         "fused kernels use more threads",
@@ -92,7 +93,8 @@ concept(
     where the copy touches two, so near the size of the caches more of its data stays cached, and it can run
     far above the copy there; beyond the caches the gap depends on the CPU's memory system (a CPU whose
     stores first read the line they overwrite, write-allocate, makes the copy pay a third transfer). An op
-    that returns a new tensor also pays a page fault per 4 KiB of fresh memory on a CPU, so it runs below
+    that returns a new tensor also pays a page fault per page of fresh memory the kernel hands out (4 KiB, or
+    far fewer 2 MiB pages under transparent huge pages) on a CPU, so it runs below
     the copy. Lesson 01 section 1 measures all of them on your CPU, at four and at two times its L3.""",
     choices=(
         "none: a copy into preallocated memory is the ceiling for every elementwise op",
