@@ -127,3 +127,30 @@ def test_the_emulator_refuses_a_qdq_file(tmp_path):
         static_qdq(str(src), str(dst))
     with pytest.raises(int8.Unsupported, match="QDQ"):
         int8.session(dst)
+
+
+def ort_optimized(quantize, seen: list):
+    """Quantize, then keep onnxruntime's own optimized graph (its contrib ops: DynamicQuantizeMatMul or
+    MatMulIntegerToFloat): the same file written another way, which grader.int8 computes as each CPU would."""
+    def write(src, dst):
+        import onnx
+        import onnxruntime as ort
+
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = str(Path(tmp) / "q.onnx")
+            quantize(src, plain)
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+            options.optimized_model_filepath = dst
+            ort.InferenceSession(plain, options, providers=["CPUExecutionProvider"])
+        seen.extend(n.op_type for n in onnx.load(dst).graph.node if n.domain == "com.microsoft")
+    return write
+
+
+def test_onnxruntimes_optimized_file_is_judged_like_the_plain_one():
+    seen: list = []
+    result = check(ort_optimized(solution, seen))
+    assert set(seen) & {"DynamicQuantizeMatMul", "MatMulIntegerToFloat"}, seen
+    assert result.status.name == "PASSED", result.message
+    result = check(ort_optimized(quantizer(), []))
+    assert result.status.name == "FAILED" and result.points == 1 and "without VNNI" in result.message, result.message
