@@ -140,6 +140,12 @@ class Session:
         self._evaluator = ReferenceEvaluator(model, new_ops=_ops(saturate=not vnni))
         self.input_names = list(self._evaluator.input_names)
 
+    def get_inputs(self) -> list:
+        """The inputs, each with a ``.name``, as ``onnxruntime.InferenceSession.get_inputs()`` gives them."""
+        from types import SimpleNamespace
+
+        return [SimpleNamespace(name=name) for name in self.input_names]
+
     def run(self, output_names, feed: dict) -> list:
         return self._evaluator.run(output_names, feed)
 

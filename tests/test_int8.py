@@ -70,7 +70,7 @@ def quantized(tmp_path_factory):
 
 def _emulated(path, x, *, vnni):
     session = int8.session(path, vnni=vnni)
-    return session.run(None, {session.input_names[0]: x})[0]
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
 
 
 def _ort(path, x):
