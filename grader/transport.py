@@ -2,8 +2,10 @@
 
 In the kernel, ``save_answers`` (injected as source: it imports nothing from the grader) writes each
 answer the registry names to a file of its own, ``<store>/<name>``, as soon as the cell that defines it
-has run, and once more after the last cell. An answer that cloudpickle refuses (a set of
-``torch.ops.aten`` overloads, say) travels as plain data: op names as strings, enum members by name.
+has run, and once more after the last cell. ``torch.ops`` and its namespaces travel by reference (a
+function that mentions ``torch.ops.<ns>`` takes ``torch.ops`` along). An answer that cloudpickle still
+refuses (a set of ``torch.ops.aten`` overloads, say) travels as plain data: op names as strings, enum
+members by name.
 In the grading process, ``gather`` reads those files as bytes, never unpickling them, into the one
 answers file the check worker reads: what was saved before a kernel died still gets checked.
 """
@@ -30,6 +32,32 @@ def save_answers(names, store, namespace, only_defined=False):
         import cloudpickle
     except ImportError:
         cloudpickle = pickle
+
+    def dumps(value):
+        """``cloudpickle.dumps``, except that ``torch.ops`` and its namespaces (``torch.ops.aten``, a custom
+        op's ``torch.ops.<ns>``) travel by reference, as ``getattr(torch, "ops")`` and
+        ``getattr(torch.ops, "<ns>")``: they are module objects cloudpickle cannot carry, and a notebook
+        function that mentions ``torch.ops.<ns>`` takes ``torch.ops`` along (it is in ``sys.modules``)."""
+        import io
+
+        torch = sys.modules.get("torch")
+        ops = getattr(torch, "_ops", None)
+        kinds = tuple(k for k in (getattr(ops, n, None) for n in ("_Ops", "_OpNamespace", "_HigherOrderNamespace"))
+                      if isinstance(k, type))
+        base = getattr(cloudpickle, "Pickler", pickle.Pickler)
+
+        class Pickler(base):
+            def reducer_override(self, obj):
+                if kinds and isinstance(obj, kinds) and isinstance(getattr(obj, "__name__", None), str):
+                    parent, _, attr = obj.__name__.rpartition(".")  # "torch.ops.course" -> "torch.ops", "course"
+                    if parent in ("torch", "torch.ops"):
+                        return getattr, (torch if parent == "torch" else torch.ops, attr)
+                parent_override = getattr(super(), "reducer_override", None)
+                return NotImplemented if parent_override is None else parent_override(obj)
+
+        buffer = io.BytesIO()
+        Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+        return buffer.getvalue()
 
     def plain(value, depth=0):
         """``value`` as plain data, for answers cloudpickle cannot carry as they are."""
@@ -61,11 +89,11 @@ def save_answers(names, store, namespace, only_defined=False):
         else:
             value = namespace[name]
             try:
-                record = b"ok\n" + cloudpickle.dumps(value)
+                record = b"ok\n" + dumps(value)
             except Exception as e:
                 first = f"{type(e).__name__}: {' '.join(str(e).split())}"[:200]
                 try:
-                    record = b"ok\n" + cloudpickle.dumps(plain(value))
+                    record = b"ok\n" + dumps(plain(value))
                 except Exception:
                     why = (f"{first}; give it as plain Python data (numbers, strings, lists, sets, dicts): "
                            "op names as strings, like 'aten.addmm.default'")

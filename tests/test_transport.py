@@ -100,3 +100,49 @@ def test_lesson_05_with_op_overloads_as_the_prediction_scores_it(tmp_path):
     report = pipeline.run_notebook(path)
     results = {r.id: r for r in report.results}
     assert results["05.predict_decomposed_ops"].status.value == "passed", (results["05.predict_decomposed_ops"], report.problems)
+
+
+# A notebook's register function for 03.custom_op that returns its op through `torch.ops.<namespace>`: in a
+# function that mentions `torch.ops`, cloudpickle carries the `torch.ops` object along (it is a module in
+# sys.modules) and could not pickle it ("cannot pickle '_Ops' object"), so the answer never reached the check.
+CUSTOM_OP_CELLS = '''
+import torch
+from grader.checks.lesson03 import tone_curve
+
+
+def register(namespace):
+    @torch.library.custom_op(f"{namespace}::tone_curve", mutates_args=())
+    def op(x: torch.Tensor) -> torch.Tensor:
+        return tone_curve(x)
+
+    @op.register_fake
+    def _(x):
+        return x.new_empty(x.shape)
+
+    return getattr(torch.ops, namespace).tone_curve
+'''
+
+
+def test_a_function_that_uses_torch_ops_travels_and_its_op_registers_in_the_worker(tmp_path):
+    import cloudpickle
+
+    namespace = {"__name__": "__main__"}  # a notebook's functions live in __main__: pickled by value
+    exec(compile(CUSTOM_OP_CELLS, "<notebook>", "exec"), namespace)
+    with pytest.raises(TypeError, match="_Ops"):
+        cloudpickle.dumps(namespace["register"])  # what save_answers did before
+    store = tmp_path / "saved"
+    store.mkdir()
+    code = transport.save_code(["register"], store).replace("globals()", "_namespace")
+    exec(compile(code, "<kernel>", "exec"), {"_namespace": namespace})  # the kernel-side code, as injected
+    answers = transport.gather(store, ["register"], tmp_path / "answers.pkl")
+    assert pickle.loads(answers.read_bytes())["register"][0] == "ok"
+    (result,) = pipeline.check_answers([registry.get("03.custom_op")], answers, timeout=300)
+    assert result.status.value == "passed", result  # registered by `register` in the worker, at check time
+
+
+def test_torch_ops_and_its_namespaces_travel_by_reference(tmp_path):
+    found = saved(tmp_path, {"ops": torch.ops, "aten": torch.ops.aten, "higher": torch.ops.higher_order,
+                             "custom": getattr(torch.ops, "course_transport_test")})
+    assert found["ops"] == ("ok", torch.ops) and found["aten"] == ("ok", torch.ops.aten)
+    assert found["higher"] == ("ok", torch.ops.higher_order)
+    assert found["custom"] == ("ok", torch.ops.course_transport_test)
