@@ -103,19 +103,22 @@ def execute_and_extract(
     env: dict[str, str] | None = None,
     memory_mb: int | None = MEMORY_MB,
     jail: sandbox.Jail | None = None,
+    scratch: Path | None = None,
 ) -> Execution:
     """Run the notebook; after each cell, save the answers its source names (``transport``), and all of
     them after the last cell. A kernel that dies or runs out of time keeps what was saved before.
-    With ``jail`` the kernel runs in that sandbox, which also shows it the answers' folder."""
+    With ``jail`` the kernel runs in that sandbox, which also shows it the folder its saves go to (in
+    ``scratch``, by default the answers file's folder)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
     problems: list[str] = []
-    store = answers_file.with_name(answers_file.stem + "-saved")
+    scratch = scratch or answers_file.parent
+    store = scratch / (answers_file.stem + "-saved")
     store.mkdir()
     km = None
     if jail is not None:
-        sockets = answers_file.parent / "ipc"  # short: a unix socket's path is limited to about 107 bytes
+        sockets = scratch / "ipc"  # short: a unix socket's path is limited to about 107 bytes
         sockets.mkdir()
         jail = sandbox.Jail(jail.scratch, jail.writable + (store, sockets), jail.readable)
         km = sandbox.kernel_manager(jail, cwd=workdir, sockets=sockets)
@@ -217,6 +220,61 @@ class Trust:
         return self.snapshot.materialize(tmp / "trusted-grader")
 
 
+class Worker:
+    """One check process (``grader.worker``), started before it has answers to judge: it imports the grader,
+    torch and what checks use while the learner's kernel runs, then waits for ``judge``. ``folder`` holds
+    its files; ``answers`` is the answers file, or the folder it will be written to (outside ``folder``): a
+    sandboxed worker sees only that, read-only, and ``root``, the trusted grader copy."""
+
+    def __init__(self, folder: Path, answers: Path, *, env: dict[str, str] | None = None,
+                 trust: Trust | None = None, root: Path | None = None, memory_mb: int | None = MEMORY_MB):
+        import secrets
+
+        self.nonce = secrets.token_hex(16)  # result lines without it (e.g. printed by learner code) are ignored
+        self.sandboxed, self.memory_mb = bool(trust and trust.sandboxed), memory_mb
+        self.errors = Path(tempfile.mkstemp(prefix="check-", suffix=".stderr", dir=folder)[1])
+        cmd = [sys.executable, "-m", "grader.worker"]
+        worker_env = {**os.environ, **(env or {}), **(trusted.trusted_env(root) if root else {})}
+        # A fresh, empty, writable working folder: nothing in it can shadow the grader on sys.path[0].
+        workdir = tempfile.mkdtemp(prefix="check-", dir=folder)
+        if self.sandboxed:
+            jail = sandbox.Jail(Path(tempfile.mkdtemp(prefix="check-tmp-", dir=folder)),
+                                writable=(Path(workdir),), readable=(root, answers))
+            cmd = jail.command(cmd, cwd=Path(workdir))
+        with open(self.errors, "w") as err:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                                         env=worker_env, cwd=workdir)
+        self.watchdog = limits.Watchdog(self.proc.pid, memory_mb).start()
+        setup = {"memory_mb": memory_mb, "nonce": self.nonce, "manifest": trust.snapshot.manifest if trust else None,
+                 "root": str(root) if root else None}
+        self._send(setup)
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):  # it died: judge() reports how
+            pass
+
+    def judge(self, answers_file: Path, ids: list[str]) -> None:
+        self._send({"answers": str(answers_file), "ids": ids})
+        try:
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def close(self, *, kill: bool = False) -> None:
+        """Wait for the process to end (it has closed its output), or end it with ``kill``."""
+        if kill and self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.watchdog.stop()
+
+
 def check_answers(
     exercises: list[registry.Exercise],
     answers_file: Path | None,
@@ -225,40 +283,30 @@ def check_answers(
     env: dict[str, str] | None = None,
     trust: Trust | None = None,
     memory_mb: int | None = MEMORY_MB,
+    worker: Worker | None = None,
+    root: Path | None = None,
 ) -> list[Result]:
-    """Run each exercise's check in ``grader.worker``; a check that hangs or kills its process is
-    reported as such and the remaining exercises go on in a new worker."""
-    import secrets
-
+    """Run each exercise's check in ``grader.worker`` (``worker``, started early, or a new one); a check that
+    hangs or kills its process is reported as such and the remaining exercises go on in a new worker."""
     from .worker import RESTART
 
     if answers_file is None:
+        if worker is not None:
+            worker.close(kill=True)
         return [
             Result(ex.id, Status.ERROR, 0, ex.points, "no answers could be read from the notebook's kernel")
             for ex in exercises
         ]
-    root = trust.worker_root(answers_file.parent) if trust else None
-    sandboxed = bool(trust and trust.sandboxed)
-    setup = {"memory_mb": memory_mb, "manifest": trust.snapshot.manifest if trust else None, "root": str(root) if root else None}
+    if trust and root is None:
+        root = trust.worker_root(answers_file.parent)
     results: dict[str, Result] = {}
     pending = [ex.id for ex in exercises]
     while pending:
-        nonce = secrets.token_hex(16)  # result lines without it (e.g. printed by learner code) are ignored
-        cmd = [sys.executable, "-m", "grader.worker", str(answers_file), *pending]
-        errors = answers_file.with_suffix(".stderr")
-        worker_env = {**os.environ, **(env or {}), **(trusted.trusted_env(root) if root else {})}
-        with open(errors, "w") as err:
-            # A fresh, empty, writable working folder: nothing in it can shadow the grader on sys.path[0].
-            workdir = tempfile.mkdtemp(prefix="check-", dir=answers_file.parent)
-            if sandboxed:
-                jail = sandbox.Jail(Path(tempfile.mkdtemp(prefix="check-tmp-", dir=answers_file.parent)),
-                                    writable=(Path(workdir),), readable=(root, answers_file))
-                cmd = jail.command(cmd, cwd=Path(workdir))
-            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
-                                    env=worker_env, cwd=workdir)
-        watchdog = limits.Watchdog(proc.pid, memory_mb).start()
-        proc.stdin.write(json.dumps({**setup, "nonce": nonce}) + "\n")
-        proc.stdin.close()
+        proc_worker = worker or Worker(answers_file.parent, answers_file, env=env, trust=trust, root=root,
+                                       memory_mb=memory_mb)
+        worker = None  # after a restart, a new one
+        proc_worker.judge(answers_file, pending)
+        proc, watchdog, nonce = proc_worker.proc, proc_worker.watchdog, proc_worker.nonce
         current, judged_before = pending[0], len(results)
         started, ready = time.monotonic(), False
         sel = selectors.DefaultSelector()
@@ -294,14 +342,13 @@ def check_answers(
                 remaining = [i for i in pending if i not in results]
                 if remaining:
                     current, started = remaining[0], time.monotonic()
-        proc.wait()
-        watchdog.stop()
+        proc_worker.close()
         sel.close()
-        returncode = sandbox.exit_code(proc.returncode) if sandboxed else proc.returncode
+        returncode = sandbox.exit_code(proc.returncode) if proc_worker.sandboxed else proc.returncode
         restarted = returncode == RESTART and len(results) > judged_before
         if finished and current not in results and not restarted:
             ex = registry.get(current)  # the worker ended without judging `current`
-            last = (errors.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
+            last = (proc_worker.errors.read_text(errors="replace").strip().splitlines() or [""])[-1][:200]
             results[current] = Result(
                 current, Status.ERROR, 0, ex.points,
                 f"the check {watchdog.message} while running your code" if watchdog.tripped else
@@ -350,16 +397,27 @@ def run_notebook(
                 scratch = tmp / "kernel-tmp"
                 scratch.mkdir()
                 jail = sandbox.Jail(scratch, writable=(path.parent.resolve(),), readable=(kernel_grader,))
+        # The check worker imports torch while the kernel runs, where the kernel cannot reach it: in self-study
+        # (no adversary) or in its own sandbox. Unsandboxed classroom grading starts it after the kernel.
+        checked = tmp / "checked"  # the answers file, alone: a sandboxed worker sees this folder only
+        checked.mkdir()
+        root = trust.worker_root(tmp) if trust else None
+        early = None
+        if trust is None or trust.sandboxed:
+            early = Worker(tmp, checked, env=env, trust=trust, root=root, memory_mb=memory_mb)
         try:
             execution = execute_and_extract(
-                nb, names, path.parent.resolve(), tmp / "answers.pkl",
+                nb, names, path.parent.resolve(), checked / "answers.pkl",
                 cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, env=kernel_env, memory_mb=memory_mb,
-                jail=jail,
+                jail=jail, scratch=tmp,
             )
             report.problems += execution.problems
             report.results = check_answers(exercises, execution.answers_file, timeout=check_timeout, env=env,
-                                           trust=trust, memory_mb=memory_mb)
+                                           trust=trust, memory_mb=memory_mb, worker=early, root=root)
+            early = None
         finally:
+            if early is not None:  # the notebook could not be run to the end of check_answers
+                early.close(kill=True)
             trusted.make_writable(tmp)  # read-only copies must not stop the clean-up
     report.seconds = time.monotonic() - started
     return report

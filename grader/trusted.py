@@ -93,33 +93,50 @@ def verify_loaded(manifest: dict[str, str], root: Path) -> list[str]:
     return problems
 
 
-# Modules whose functions the checks call; learner code that replaces one of them is tampering.
-_WATCHED_MODULES = (
-    "builtins", "torch", "torch._dynamo", "torch._dynamo.utils", "torch._dynamo.eval_frame", "torch.compiler",
-    "torch.export", "torch.testing", "torch.onnx", "torch.fx", "torch.nn.functional", "torch.utils.benchmark",
-    "onnx", "onnx.checker", "onnxruntime", "pickle", "json", "os", "time",
-)
+# Learner code must not change what the checks call or how torch behaves under them. Watched: every
+# function and class of every imported module of these packages (and the methods of their classes),
+# and every torch config module's values (Dynamo, Inductor, export, functorch, fx, ...).
+_WATCHED_PACKAGES = ("grader", "torch", "onnx", "onnxruntime", "onnxscript", "numpy", "tvm", "executorch",
+                     "builtins", "functools", "inspect", "pickle", "json", "os", "time", "math", "operator",
+                     "contextlib", "subprocess", "sys", "importlib", "copy", "random")
 
 
 def _identity(value) -> tuple[int, int]:
     return id(value), id(getattr(value, "__code__", None))
 
 
+def _watched(name: str) -> bool:
+    return name.partition(".")[0] in _WATCHED_PACKAGES
+
+
 class Integrity:
-    """Identities of grader and torch functions, to notice when learner code replaces one."""
+    """Identities of grader and torch functions and the values of torch's config modules, to notice when
+    learner code replaces or changes one (at unpickle time as well as when a check calls it).
+    Taking them costs about 0.2 s (some 200,000 functions and methods with torch loaded)."""
 
     def __init__(self) -> None:
         self.before = self._take()
 
     @staticmethod
     def _modules():
-        names = [n for n in list(sys.modules) if n == PACKAGE or n.startswith(PACKAGE + ".")]
-        names += [n for n in _WATCHED_MODULES if n in sys.modules]
-        return [(n, sys.modules[n]) for n in names]
+        return [(n, m) for n, m in list(sys.modules.items()) if _watched(n) and m is not None]
 
-    def _take(self) -> dict[tuple[str, str], tuple[int, int]]:
-        seen: dict[tuple[str, str], tuple[int, int]] = {}
+    def _take(self) -> dict[tuple[str, str], object]:
+        from types import ModuleType
+
+        config_module = getattr(sys.modules.get("torch.utils._config_module"), "ConfigModule", ())
+        seen: dict[tuple[str, str], object] = {}
+        classes: set[int] = set()
         for module_name, module in self._modules():
+            if isinstance(module, config_module):  # torch._dynamo.config and the like: values, not functions
+                try:
+                    for key, value in module.get_config_copy().items():
+                        seen[(module_name, key)] = ("config", repr(value))
+                except Exception:
+                    pass
+                continue
+            if not isinstance(module, ModuleType):
+                continue
             try:
                 items = list(vars(module).items())
             except TypeError:
@@ -128,15 +145,23 @@ class Integrity:
                 if attr.startswith("__") or not callable(value):
                     continue
                 seen[(module_name, attr)] = _identity(value)
-                if isinstance(value, type) and module_name.startswith(PACKAGE):
-                    for method, fn in list(vars(value).items()):
-                        if callable(fn):
-                            seen[(f"{module_name}.{attr}", method)] = _identity(fn)
+                if isinstance(value, type) and id(value) not in classes \
+                        and _watched(getattr(value, "__module__", None) or ""):
+                    classes.add(id(value))
+                    owner = f"{value.__module__}.{value.__qualname__}"
+                    members = list(vars(value).items())
+                    for method, fn in members:
+                        if callable(fn) or isinstance(fn, (staticmethod, classmethod, property)):
+                            seen[(owner, method)] = _identity(fn)
+                    # a method added over one the class inherits (Tensor.allclose over TensorBase's)
+                    seen[(owner, "(its methods)")] = ("names", frozenset(
+                        m for m, fn in members if callable(fn) or isinstance(fn, (staticmethod, classmethod, property))))
         seen[("sys", "modules")] = (id(sys.modules), 0)
         seen[("builtins", "__import__")] = _identity(builtins.__import__)
         return seen
 
     def changed(self) -> list[str]:
+        """What was replaced or changed since this was made, at most five names (new modules are ignored)."""
         now = self._take()
         names = [f"{m}.{a}" for (m, a), ident in self.before.items() if now.get((m, a), ident) != ident]
         return sorted(names)[:5]

@@ -52,11 +52,18 @@ def _expose_globals(obj) -> None:
 
 
 def _warm_up() -> None:
+    """Import what checks use and let torch patch its own functions on first use, before the snapshot."""
     import contextlib
+    import importlib
     import io
 
     import torch
 
+    for name in ("torch.jit", "torch.onnx", "torch.utils.benchmark", "numpy", "onnx", "onnx.reference", "onnxruntime"):
+        try:  # what a check would import later: imported now, its functions are watched too
+            importlib.import_module(name)
+        except Exception:  # an optional package that is missing or cannot load here
+            pass
     with contextlib.redirect_stderr(io.StringIO()):
         torch._dynamo.reset()
         torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
@@ -65,18 +72,35 @@ def _warm_up() -> None:
         torch._dynamo.reset()
 
 
+def _runs_code(payload) -> bool:
+    """Whether unpickling ``payload`` may call anything (a function, a class, ``__setstate__``): plain data
+    (numbers, strings, containers of them) cannot, and needs no integrity check after it is loaded."""
+    import pickletools
+
+    if not isinstance(payload, bytes):
+        return False
+    try:
+        return any(op.name in _CALLING_OPCODES for op, _, _ in pickletools.genops(payload))
+    except Exception:
+        return True
+
+
+_CALLING_OPCODES = frozenset({"REDUCE", "BUILD", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4",
+                              "GLOBAL", "STACK_GLOBAL"})
+
 RESTART = 3  # exit code: "start a fresh worker for the exercises I did not judge" (after tampering)
 
 
 def main(argv: list[str]) -> int:
-    """Protocol: argv is ``ANSWERS.pkl ID...``; the first stdin line is JSON ``{"nonce", "manifest",
-    "root", "memory_mb"}``. Results go to the original stdout as ``<nonce> <json>`` lines; anything
-    learner code prints goes to stderr, so it can never pass for a result."""
+    """Protocol: the first stdin line is JSON ``{"nonce", "manifest", "root", "memory_mb"}``; the worker then
+    imports the grader, torch and what checks use (it may be started while the kernel still runs) and waits
+    for the second line, ``{"answers": ANSWERS.pkl, "ids": [ID, ...]}`` (or argv ``ANSWERS.pkl ID...``).
+    Results go to the original stdout as ``<nonce> <json>`` lines; anything learner code prints goes to
+    stderr, so it can never pass for a result."""
     import importlib
     import os
 
     setup = json.loads(sys.stdin.readline() or "{}")
-    sys.stdin.close()
     nonce = setup.get("nonce", "")
     if setup.get("memory_mb"):
         from .limits import cap_memory
@@ -96,9 +120,15 @@ def main(argv: list[str]) -> int:
     from .trusted import Integrity, verify_loaded
 
     runtime.quiet()
-    answers_file, ids = argv[0], argv[1:]
-    for lesson in sorted({registry.get(i).lesson for i in ids}):  # every check module, before any learner code
+    for lesson in registry.lessons():  # every check module, before any learner code
         importlib.import_module(f"grader.checks.lesson{lesson}")
+    _warm_up()
+    if argv:
+        answers_file, ids = argv[0], argv[1:]
+    else:
+        job = json.loads(sys.stdin.readline() or "{}")  # blocks until the kernel has finished
+        answers_file, ids = job.get("answers", ""), list(job.get("ids", ()))
+    sys.stdin.close()
     if setup.get("manifest"):
         problems = verify_loaded(setup["manifest"], __import__("pathlib").Path(setup["root"]))
         if problems:
@@ -108,7 +138,6 @@ def main(argv: list[str]) -> int:
                                        "the grader's files were changed during grading (" + problems[0] + "); "
                                        "not judged").to_dict()))
             return 0
-    _warm_up()  # torch patches a few of its own functions on first use: let that happen before the snapshot
     integrity = Integrity()
     with open(answers_file, "rb") as f:
         found = pickle.load(f)  # a dict of cloudpickle payloads: the answers load one by one below
@@ -130,16 +159,20 @@ def main(argv: list[str]) -> int:
             except Exception as e:
                 problem = (Status.ERROR, f"`{name}` could not be loaded for grading ({type(e).__name__}: {e})"[:300])
                 break
-        if problem:
+        replaced = integrity.changed() if any(_runs_code(found.get(name, ("", b""))[1]) for name in ex.answers) else []
+        if replaced:  # unpickling ran the answer's code, and it changed what the check would run under
+            result = Result(ex.id, Status.FAILED, 0, ex.points,
+                            f"loading your answer changed {', '.join(replaced)}: no points for this exercise")
+        elif problem:
             result = Result(ex.id, problem[0], 0, ex.points, problem[1])
         else:
             runtime.seed(0)
             result = run_check(ex, answers)
-        replaced = integrity.changed()
-        if replaced:
-            result = Result(ex.id, Status.FAILED, 0, ex.points,
-                            f"your code replaced {', '.join(replaced)} while it was being checked: "
-                            "no points for this exercise")
+            replaced = integrity.changed()
+            if replaced:
+                result = Result(ex.id, Status.FAILED, 0, ex.points,
+                                f"your code replaced or changed {', '.join(replaced)} while it was being checked: "
+                                "no points for this exercise")
         emit(json.dumps(result.to_dict()))
         if replaced:
             return RESTART  # the rest is judged in a fresh, untouched process

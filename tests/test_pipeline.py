@@ -90,3 +90,46 @@ def test_memory_limit_spares_a_reservation_and_stops_a_hog_in_the_check(tmp_path
         results = {r.id: r for r in check_answers(exercises, path, timeout=60, memory_mb=2048)}
         assert results["00.predict_shape"].status is results["00.predict_dtype"].status is Status.PASSED
         assert results["00.warmup"].status is status and message in results["00.warmup"].message, (fn, results["00.warmup"])
+
+
+# --- answers that run code when they are loaded (issue 29) ----------------------------------------
+
+def _set_config(module, key, value):
+    import importlib
+    setattr(importlib.import_module(module), key, value)
+    return (8, 5, 3)
+
+
+def _replace(module, attr):
+    import importlib
+    setattr(importlib.import_module(module), attr, lambda *a, **k: None)
+    return (8, 5, 3)
+
+
+class LoadsAs:
+    """An answer that unpickles as ``(8, 5, 3)`` after running ``fn(*args)`` in the check process."""
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __reduce__(self):
+        return self.fn, self.args
+
+
+def test_an_answer_that_changes_config_or_a_torch_function_when_loaded_fails_and_spares_the_others(tmp_path):
+    """Unpickling runs code: one answer turns off Dynamo's automatic dynamic shapes, one replaces
+    torch.jit.trace (neither is a function a check calls from lesson 00). Each fails that exercise as
+    tampering, and the next exercise is judged in a fresh, untouched process (it passes)."""
+    import torch
+
+    exercises = registry.exercises("00")[:2]  # predict_shape, predict_dtype
+    for cheat, named in ((LoadsAs(_set_config, "torch._dynamo.config", "automatic_dynamic_shapes", False),
+                          "torch._dynamo.config.automatic_dynamic_shapes"),
+                         (LoadsAs(_replace, "torch.jit", "trace"), "torch.jit.trace"),
+                         (LoadsAs(_replace, "torch._inductor.config", "cpp_wrapper"), "torch._inductor.config.cpp_wrapper")):
+        path = answers_file(tmp_path, predicted_shape=cheat, predicted_dtype=torch.float32)
+        results = {r.id: r for r in check_answers(exercises, path, timeout=60)}
+        shape = results["00.predict_shape"]
+        assert shape.status is Status.FAILED and shape.points == 0, shape
+        assert "loading your answer changed" in shape.message and named in shape.message, shape.message
+        assert results["00.predict_dtype"].status is Status.PASSED, results["00.predict_dtype"]
