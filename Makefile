@@ -21,7 +21,7 @@ export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
 export JUPYTER_PREFER_ENV_PATH := 1
 export PYTHONWARNINGS := ignore::DeprecationWarning:jupyter_client.connect
 
-.PHONY: setup deploy lab test test-fast test-browser build grade clean
+.PHONY: setup deploy lab test test-fast test-browser build grade bench-grading clean
 setup: $(STAMP)
 
 # Idempotent: the venv is made once; the install reruns only when the pins or the package change.
@@ -80,6 +80,10 @@ test-fast: deploy
 
 grade: setup
 	$(PY) -m grader grade $(DIR) --out grades.csv
+
+# What grading costs beyond running, per lesson and for --jobs 2 (a benchmark: keep the machine quiet).
+bench-grading: setup
+	$(PY) benchmarks/grading_cost.py $(if $(LESSONS),--lessons $(LESSONS))
 
 clean:
 	rm -rf $(VENV) .cache
