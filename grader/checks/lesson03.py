@@ -169,6 +169,24 @@ class _CallsOp(torch.nn.Module):
         return self.op(x)
 
 
+def _overload_of(op):
+    """The ``OpOverload`` that ``op`` is (an ``OpOverload``, an ``OpOverloadPacket``'s ``default``, or what
+    ``torch.library.custom_op`` returned), or None for anything else (a function, say)."""
+    kind = type(op)
+    if kind is torch._ops.OpOverload:
+        return op
+    if kind is torch._ops.OpOverloadPacket:
+        return getattr(op, "default", None)
+    if kind is getattr(torch._library.custom_ops, "CustomOpDef", None):
+        found = getattr(op, "_opoverload", None)
+        return found if type(found) is torch._ops.OpOverload else None
+    return None
+
+
+def _calls(targets, overload) -> bool:
+    return any(t is overload or t is overload.overloadpacket for t in targets)
+
+
 def custom_op(register):
     expect_callable("register", register)
     namespace = "course_check_" + os.urandom(4).hex()  # fresh: a second registration of a name silently replaces the first, so only the learner's op can answer here
@@ -187,17 +205,22 @@ def custom_op(register):
                     "empty tensor of the output's shape and dtype, so tracing can run the op without data")
         return first_line(e)
 
+    def compiled_op():
+        return torch.compile(op, backend=dynamo_saw, fullgraph=True)
+
+    dynamo_saw = probes.CountingBackend()  # the graphs Dynamo captured: is the op one opaque node in them?
     torch._dynamo.reset()
     try:
-        compiled = torch.compile(op, backend="eager", fullgraph=True)
+        compiled = compiled_op()
         for label, x in cases:
             try:
                 out = compiled(x.clone())
             except Exception as e:  # noqa: BLE001 - Dynamo's refusal is the learner's failure
-                raise CheckFailed(f"torch.compile(op, backend='eager', fullgraph=True) failed on {label}: {why(e)}") from e
+                raise CheckFailed(f"torch.compile(op, fullgraph=True) failed on {label}: {why(e)}") from e
             expect_close(f"torch.compile(op, fullgraph=True) differs from `tone_curve` on {label}", out, tone_curve(x.clone()))
     finally:
         torch._dynamo.reset()
+    dynamo_targets = [n.target for gm in dynamo_saw.graphs for n in gm.graph.nodes if n.op == "call_function"]
 
     x0 = cases[1][1]
     try:
@@ -218,13 +241,20 @@ def custom_op(register):
         measured=[str(t) for t in targets],
         expected=f"a call to {namespace}::<your op>",
     )
-    mine = [t for t in custom if t.namespace == namespace]
+    mine = list(dict.fromkeys(t for t in custom if t.namespace == namespace))
     expect(
         bool(mine),
         f"the exported graph calls {', '.join(str(t) for t in custom)}, not an op in the namespace "
         f"{namespace!r} that the check passed to `register`: define the op as f\"{{namespace}}::name\"",
     )
-    overload = mine[0]
+    overload = _overload_of(op)  # the op `register` returned, if it is an op object and the graph calls it
+    if overload not in mine:  # a function that calls the op, say: the one op of the namespace in the graph
+        expect(len(mine) == 1, f"the exported graph calls {len(mine)} ops of your namespace "
+               f"({', '.join(map(str, mine))}): define one op that computes the curve, and return that op")
+        overload = mine[0]
+    expect(_calls(dynamo_targets, overload),
+           f"Dynamo's graph of torch.compile(op, fullgraph=True) has no call to {overload}: Dynamo traced into "
+           "the code instead of keeping your op as one opaque node")
     module = exported.module()
     for x in (x0, torch.randn(x0.shape, generator=gen) * 1.5):
         out = call(module, x.clone(), name="exported.module()")
@@ -237,9 +267,36 @@ def custom_op(register):
                 torch.library.opcheck(overload, (x.clone(),))
         except Exception as e:  # noqa: BLE001
             raise CheckFailed(f"torch.library.opcheck({overload}) failed on {label}: {first_line(e, 300)}") from e
+
+    # The op must be what computes the answer, not a bystander beside a plain rewrite: replace its kernel
+    # by one that returns random numbers, and the eager, compiled and exported outputs must be those numbers.
+    made = []
+
+    def random_kernel(x, *args, **kwargs):
+        made.append(torch.rand(tuple(x.shape), generator=gen).to(x.dtype))
+        return made[-1].clone()
+
+    lib = torch.library.Library(namespace, "FRAGMENT")
+    torch._dynamo.reset()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.library.register_kernel(overload, "cpu", random_kernel, lib=lib)
+        runs = (("what `register` returned", op), ("torch.compile(op, fullgraph=True)", compiled_op()), ("the exported program's .module()", module))
+        x = torch.randn(x0.shape, generator=gen) * 1.5  # the exported program is specialized to x0's shape
+        for what, fn in runs:
+            made.clear()
+            out = call(fn, x.clone(), name=what)
+            expect(bool(made), f"{what} never called {overload}: its output does not come from your op")
+            expect_close(f"with the kernel of {overload} replaced by one returning random numbers, {what} did not return "
+                         "them: its output does not come from your op (a rewrite beside the op is not the answer)",
+                         out, made[-1])
+    finally:
+        torch._dynamo.reset()
+        lib._destroy()
     return (
         f"matches `tone_curve` at every shape, compiles with fullgraph=True, exports as one call to "
-        f"your custom op `{overload._opname}`, and passes torch.library.opcheck"
+        f"your custom op `{overload._opname}`, which computes the output, and passes torch.library.opcheck"
     )
 
 

@@ -1,0 +1,205 @@
+"""Issue 29, lesson 03's newer exercises against submissions the course never sees: right answers written
+another way pass, natural misreadings and cheats fail.
+
+03.custom_op (register(namespace) defines a custom op computing tone_curve, with a fake, and returns it)
+  right, written differently: the solution's @torch.library.custom_op; torch.library.Library define + impl
+    + register_fake, returning torch.ops.<ns>.tone_curve (a packet) or its .default (an overload); a
+    lambda that calls the op; device_types="cpu"; an op whose body computes the curve in torch ops (the
+    op still does the work, opaque to Dynamo).
+  misreadings: a plain-torch rewrite (no custom op); an op without a fake; an op in a fixed namespace.
+  cheats (passed before, defect "structure present but not doing the work"): a custom op of the namespace
+    called beside a plain rewrite that computes the output (its result discarded, multiplied by 0, or an
+    identity op in front of the rewrite). The check now replaces the kernel of the op the graph calls by
+    one returning random numbers: the eager, compiled and exported outputs must be those numbers. The op
+    `register` returns must be the one the exported graph calls, and Dynamo's own graph must hold it as a
+    node (opaque, not traced into).
+  transport (tests/test_transport.py): a register that uses torch.ops.<namespace> could not be pickled.
+
+03.which_log ({question: artifact name})
+  right, written differently: recompiles_verbose, "+graph_breaks", surrounding spaces.
+  misreadings: guards (what each compile checks, not what failed), graph_code, kernel_code, a component
+    (dynamo, +dynamo, inductor: everything), an unknown name, a TORCH_LOGS= string.
+  cheats: str subclasses that equal anything (refused: answers are converted to exact str); a dict
+    subclass (refused). Code run when the answer is unpickled (an extra key whose value has a __reduce__)
+    that bends torch's logging in the check process: making every artifact count as enabled and sending
+    the recompile message to the guards logger passed `guards` (defect: loggers and log state are data the
+    worker's integrity check does not watch); emptying the check's question table passed any answer. The
+    check now judges the names in a fresh interpreter that gets only the strings, with its questions
+    written in its code.
+
+03.read_trace (summarize_trace(trace_dir) -> {"graphs", "recompiles"})
+  right, written differently: counting dynamo_output_graph records, or compile ids with a graph (each
+    compile makes at most one graph), by regex, recompiles by frame_compile_id > 0 of those graphs.
+  misreadings: counting dynamo_start / compilation_metrics / guards records / compile ids (per compile,
+    graph or not), files, frames; recompiles as every compile with frame_compile_id > 0 or every
+    recompile_reasons artifact (passed before, defect: in the old traces every recompile made a graph),
+    recompiles as graphs beyond the first of each frame (a frame whose first compile made no graph);
+    a hard-coded summary.
+  cheats: reading the count out of the check's frame (passed before, defect: the truth was computed, and
+    the drawn function's spec held, before summarize_trace was called). Now the function is drawn and run
+    in the trace process, which keeps its count until the check asks for it with a nonce drawn after
+    every call of summarize_trace; asking it earlier fails the check.
+"""
+from __future__ import annotations
+
+import gc
+import inspect
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import cloudpickle
+import pytest
+import torch
+
+from grader import registry
+from grader.checks import lesson03
+from grader.checks.lesson03 import TONE_X, TONE_Y, tone_curve
+from grader.pipeline import check_answers
+from grader.result import Status
+
+from hostile import LiarDict, LiarStr
+from verdicts import fails, not_attempted, passes
+
+# --- 03.custom_op ------------------------------------------------------------------------------------
+
+KEEP_ALIVE = []  # a torch.library.Library unregisters its ops when it is garbage collected
+
+
+def solution_register(namespace):  # solutions/03_graph_breaks.ipynb
+    @torch.library.custom_op(f"{namespace}::tone_curve", mutates_args=())
+    def op(x: torch.Tensor) -> torch.Tensor:
+        return tone_curve(x)
+
+    @op.register_fake
+    def _(x):
+        return x.new_empty(x.shape)
+
+    return op
+
+
+def _library_op(namespace, key="CompositeExplicitAutograd"):
+    lib = torch.library.Library(namespace, "DEF")
+    KEEP_ALIVE.append(lib)
+    lib.define("tone_curve(Tensor x) -> Tensor")
+    lib.impl("tone_curve", tone_curve, key)
+    torch.library.register_fake(f"{namespace}::tone_curve", lambda x: x.new_empty(x.shape), lib=lib)
+    return getattr(torch.ops, namespace).tone_curve
+
+
+def library_packet(namespace):
+    return _library_op(namespace)
+
+
+def library_overload_cpu(namespace):
+    return _library_op(namespace, "CPU").default
+
+
+def wrapper_lambda(namespace):
+    solution_register(namespace)
+    return lambda x: getattr(torch.ops, namespace).tone_curve(x)
+
+
+def cpu_only(namespace):
+    op = torch.library.custom_op(f"{namespace}::tone_curve", tone_curve, mutates_args=(), device_types="cpu",
+                                 schema="(Tensor x) -> Tensor")
+    op.register_fake(lambda x: x.new_empty(x.shape))
+    return op
+
+
+def curve(x):  # np.interp in torch ops: right numbers, no custom op
+    xp, fp = torch.tensor(TONE_X), torch.tensor(TONE_Y)
+    xc = x.clamp(xp[0], xp[-1])
+    i = torch.bucketize(xc.contiguous(), xp).clamp(1, len(xp) - 1)
+    x0, x1, y0, y1 = xp[i - 1], xp[i], fp[i - 1], fp[i]
+    return (y0 + (xc - x0) / (x1 - x0) * (y1 - y0)).to(x.dtype)
+
+
+def _op(namespace, name, body):
+    @torch.library.custom_op(f"{namespace}::{name}", mutates_args=())
+    def op(x: torch.Tensor) -> torch.Tensor:
+        return body(x)
+
+    @op.register_fake
+    def _(x):
+        return x.new_empty(x.shape)
+
+    return op
+
+
+def torch_body(namespace):  # a custom op whose body is written in torch ops: the op still does the work
+    return _op(namespace, "tone_curve", curve)
+
+
+@pytest.mark.parametrize("register", [solution_register, library_packet, library_overload_cpu, wrapper_lambda,
+                                      cpu_only, torch_body], ids=lambda f: f.__name__)
+def test_custom_op_written_another_way_passes(register):
+    passes("03.custom_op", register)
+
+
+def decoy_discarded(namespace):
+    noop = _op(namespace, "noop", lambda x: x.contiguous().clone())
+
+    def f(x):
+        noop(x)
+        return curve(x)
+    return f
+
+
+def identity_then_rewrite(namespace):
+    ident = _op(namespace, "ident", lambda x: x.contiguous().clone())
+    return lambda x: curve(ident(x))
+
+
+def rewrite_plus_zero_op(namespace):
+    op = _op(namespace, "tone_curve", tone_curve)
+    return lambda x: curve(x) + 0 * op(x)
+
+
+@pytest.mark.parametrize("register", [decoy_discarded, identity_then_rewrite, rewrite_plus_zero_op],
+                         ids=lambda f: f.__name__)
+def test_a_custom_op_beside_a_plain_rewrite_fails(register):
+    """Passed before: the check only looked for some op of the namespace in the exported graph."""
+    fails("03.custom_op", register, says=("replaced by one returning random numbers", "does not come from your op"))
+
+
+def returns_a_bound_call(namespace):
+    return _op(namespace, "tone_curve", tone_curve).__call__  # not the op object: the one op in the graph is judged
+
+
+def alias_of_another_op(namespace):
+    """Returns op `alias`, a composite that calls the op `tone_curve`: export keeps `alias` as one node, and
+    its kernel is what computes the output (a correct answer, through torch.library.Library)."""
+    _op(namespace, "tone_curve", tone_curve)
+    lib = torch.library.Library(namespace, "FRAGMENT")
+    KEEP_ALIVE.append(lib)
+    lib.define("alias(Tensor x) -> Tensor")
+    lib.impl("alias", lambda x: getattr(torch.ops, namespace).tone_curve(x), "CompositeImplicitAutograd")
+    return getattr(torch.ops, namespace).alias
+
+
+def two_ops_behind_a_function(namespace):
+    right = _op(namespace, "tone_curve", tone_curve)
+    shift = _op(namespace, "shift", lambda x: x.contiguous().clone())
+    return lambda x: right(shift(x))
+
+
+def test_the_op_returned_is_the_one_the_graph_calls():
+    passes("03.custom_op", returns_a_bound_call)
+    passes("03.custom_op", alias_of_another_op)
+    fails("03.custom_op", two_ops_behind_a_function, says=("calls 2 ops of your namespace",))
+
+
+def test_misreadings_of_custom_op_fail():
+    fails("03.custom_op", lambda namespace: curve, says=("no custom op",))
+    fails("03.custom_op", lambda namespace: tone_curve, says=("fullgraph=True",))
+
+    def without_fake(namespace):
+        return torch.library.custom_op(f"{namespace}::tone_curve", tone_curve, mutates_args=(), schema="(Tensor x) -> Tensor")
+
+    fails("03.custom_op", without_fake, says=("register_fake",))
+    fixed = _op("course_adversarial_fixed", "tone_curve", tone_curve)
+    fails("03.custom_op", lambda namespace: fixed, says=("not an op in the namespace",))
+    not_attempted("03.custom_op", lambda namespace: (_ for _ in ()).throw(NotImplementedError()))
