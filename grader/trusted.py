@@ -101,70 +101,154 @@ _WATCHED_PACKAGES = ("grader", "torch", "onnx", "onnxruntime", "onnxscript", "nu
                      "contextlib", "subprocess", "sys", "importlib", "copy", "random")
 
 
-def _identity(value) -> tuple[int, int]:
-    return id(value), id(getattr(value, "__code__", None))
-
-
 def _watched(name: str) -> bool:
     return name.partition(".")[0] in _WATCHED_PACKAGES
+
+
+def _is_member(value) -> bool:
+    return callable(value) or isinstance(value, (staticmethod, classmethod, property))
 
 
 class Integrity:
     """Identities of grader and torch functions and the values of torch's config modules, to notice when
     learner code replaces or changes one (at unpickle time as well as when a check calls it).
-    Taking them costs about 0.2 s (some 200,000 functions and methods with torch loaded)."""
+
+    Watched: every function and class of every imported module of ``_WATCHED_PACKAGES`` (some 1,400 modules
+    with torch loaded), the methods of their classes (and a method added over an inherited one), each
+    function's code object, and every torch config module's values. A snapshot is a fingerprint per
+    namespace (its names and the identities of its values, taken at C speed) and a shallow copy: only a
+    namespace whose fingerprint moved is compared member by member, for functions only (torch reassigns some
+    of its module-level data as it runs). Taking or comparing one costs a few hundredths of a second."""
 
     def __init__(self) -> None:
+        self._spaces, self._configs = self._namespaces()  # what exists now; modules imported later are not watched
+        self._modules_before = set(sys.modules)
         self.before = self._take()
+        self._known = set().union(*(ids for _, ids, _ in self.before["spaces"].values()))
+
+    def _torch_did_it(self, value, fresh_modules: bool) -> bool:
+        """Whether ``value``, found where a watched function was (or over an inherited method), was put there
+        by an installed package as a module of it was imported (torch patches some classes lazily: a
+        ``Placement.__eq__`` when torch.distributed.tensor is first imported): only when a watched module was
+        imported since, and only a new Python function (unwrapped from a partial, property, static or class
+        method) whose code comes from an installed package's file, not the grader's. Learner code (a notebook's
+        functions come from its cells) and a function of torch's put in another's place are not. Not caught: a
+        new function object made, on purpose, from the code object of one of torch's functions."""
+        import functools
+
+        if not fresh_modules:
+            return False
+        for _ in range(5):
+            if isinstance(value, functools.partial):
+                value = value.func
+            elif isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            elif isinstance(value, property):
+                value = value.fget
+            else:
+                break
+        code = getattr(value, "__code__", None)
+        if code is None or id(value) in self._known:
+            return False
+        return _installed_file(code.co_filename)
 
     @staticmethod
-    def _modules():
-        return [(n, m) for n, m in list(sys.modules.items()) if _watched(n) and m is not None]
-
-    def _take(self) -> dict[tuple[str, str], object]:
+    def _namespaces():
+        """(name, dict) for each watched module and class, and the config modules apart."""
+        import warnings
         from types import ModuleType
 
         config_module = getattr(sys.modules.get("torch.utils._config_module"), "ConfigModule", ())
-        seen: dict[tuple[str, str], object] = {}
-        classes: set[int] = set()
-        for module_name, module in self._modules():
-            if isinstance(module, config_module):  # torch._dynamo.config and the like: values, not functions
-                try:
-                    for key, value in module.get_config_copy().items():
-                        seen[(module_name, key)] = ("config", repr(value))
-                except Exception:
-                    pass
-                continue
-            if not isinstance(module, ModuleType):
-                continue
-            try:
-                items = list(vars(module).items())
-            except TypeError:
-                continue
-            for attr, value in items:
-                if attr.startswith("__") or not callable(value):
+        spaces, configs, classes = [], [], set()
+        with warnings.catch_warnings():  # deprecated torch aliases warn when their type is asked
+            warnings.simplefilter("ignore")
+            for name, module in list(sys.modules.items()):
+                if not _watched(name) or module is None:
                     continue
-                seen[(module_name, attr)] = _identity(value)
-                if isinstance(value, type) and id(value) not in classes \
-                        and _watched(getattr(value, "__module__", None) or ""):
-                    classes.add(id(value))
-                    owner = f"{value.__module__}.{value.__qualname__}"
-                    members = list(vars(value).items())
-                    for method, fn in members:
-                        if callable(fn) or isinstance(fn, (staticmethod, classmethod, property)):
-                            seen[(owner, method)] = _identity(fn)
-                    # a method added over one the class inherits (Tensor.allclose over TensorBase's)
-                    seen[(owner, "(its methods)")] = ("names", frozenset(
-                        m for m, fn in members if callable(fn) or isinstance(fn, (staticmethod, classmethod, property))))
-        seen[("sys", "modules")] = (id(sys.modules), 0)
-        seen[("builtins", "__import__")] = _identity(builtins.__import__)
-        return seen
+                if isinstance(module, config_module):  # torch._dynamo.config and the like: values
+                    configs.append((name, module))
+                    continue
+                if not isinstance(module, ModuleType):
+                    continue
+                try:
+                    namespace = vars(module)
+                except TypeError:
+                    continue
+                spaces.append((name, namespace))
+                for value in list(namespace.values()):
+                    if isinstance(value, type) and id(value) not in classes \
+                            and _watched(getattr(value, "__module__", None) or ""):
+                        classes.add(id(value))
+                        spaces.append((f"{value.__module__}.{value.__qualname__}", value.__dict__))
+        return spaces, configs
 
-    def changed(self) -> list[str]:
-        """What was replaced or changed since this was made, at most five names (new modules are ignored)."""
-        now = self._take()
-        names = [f"{m}.{a}" for (m, a), ident in self.before.items() if now.get((m, a), ident) != ident]
-        return sorted(names)[:5]
+    def _take(self) -> dict:
+        from operator import attrgetter
+        from types import FunctionType
+
+        spaces, configs = self._spaces, self._configs
+        taken: dict = {"spaces": {}, "configs": {}, "code": None}
+        functions = []
+        for name, namespace in spaces:
+            items = dict(namespace)
+            taken["spaces"][name] = (tuple(items), tuple(map(id, items.values())), items)
+            functions += [v for v in items.values() if type(v) is FunctionType]
+        taken["code"] = (functions, tuple(map(id, map(attrgetter("__code__"), functions))))
+        for name, module in configs:
+            try:
+                taken["configs"][name] = {k: repr(v) for k, v in module.get_config_copy().items()}
+            except Exception:
+                pass
+        taken["sys"] = (id(sys.modules), id(builtins.__import__))
+        return taken
+
+    def changed(self, limit: int = 5) -> list[str]:
+        """What was replaced or changed since this was made, at most ``limit`` names (new modules are ignored)."""
+        from operator import attrgetter
+
+        before, now = self.before, self._take()
+        fresh = any(_watched(n) for n in set(sys.modules) - self._modules_before)
+        names = []
+        for name, (keys, ids, items) in before["spaces"].items():
+            if name not in now["spaces"]:
+                continue
+            keys_now, ids_now, items_now = now["spaces"][name]
+            if keys_now == keys and ids_now == ids:
+                continue
+            is_class = "__spec__" not in items  # a class's namespace (its dunders are methods: __call__, __eq__)
+            for key, value in items_now.items():  # a function replaced, or a method added over an inherited one
+                old = items.get(key, _ABSENT)
+                if old is value or (key.startswith("__") and not is_class):
+                    continue
+                if (_is_member(old) or (is_class and old is _ABSENT and _is_member(value))) \
+                        and not self._torch_did_it(value, fresh):
+                    names.append(f"{name}.{key}")
+            names += [f"{name}.{key}" for key, old in items.items()
+                      if key not in items_now and _is_member(old) and (is_class or not key.startswith("__"))]
+        functions, codes = before["code"]
+        if tuple(map(id, map(attrgetter("__code__"), functions))) != codes:
+            names += [f"{f.__module__}.{f.__qualname__}" for f, code in zip(functions, codes) if id(f.__code__) != code]
+        for name, values in before["configs"].items():
+            values_now = now["configs"].get(name, values)
+            names += [f"{name}.{k}" for k, v in values.items() if values_now.get(k, v) != v]
+        if now["sys"] != before["sys"]:
+            names.append("sys.modules or builtins.__import__")
+        return sorted(set(names))[:limit]
+
+
+_ABSENT = object()
+
+
+def _installed_file(filename: str) -> bool:
+    """A file of an installed package other than the grader (site-packages or the standard library)."""
+    import sysconfig
+
+    path = os.path.realpath(filename)
+    grader_root = os.path.dirname(os.path.realpath(__file__))
+    if path.startswith(grader_root + os.sep):
+        return False
+    roots = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    return any(path.startswith(root + os.sep) for root in roots)
 
 
 def trusted_env(root: Path) -> dict[str, str]:

@@ -31,3 +31,65 @@ def test_snapshot_copies_are_complete_read_only_and_differences_are_found(tmp_pa
     target.write_text("# changed\n")
     assert snap.differences(root) == ["grader/checks/lesson03.py"]
     assert trusted.trusted_env(root)["PYTHONPATH"].split(":")[0] == str(root)
+
+
+def test_integrity_notices_config_values_code_objects_dunders_and_methods_added_over_inherited_ones():
+    import torch._dynamo  # imported before the snapshot, as in the check worker (modules imported later are not watched)
+    import torch.jit
+
+    import grader.checking
+
+    guard = trusted.Integrity()
+    saved = (torch._dynamo.config.automatic_dynamic_shapes, torch.jit.trace, grader.checking.expect.__code__,
+             torch.nn.Module.__call__)
+    try:
+        torch._dynamo.config.automatic_dynamic_shapes = not saved[0]
+        torch.jit.trace = lambda *a, **k: None
+        grader.checking.expect.__code__ = grader.checking.expect_equal.__code__
+        torch.nn.Module.__call__ = lambda self, *a, **k: None
+        torch.Tensor.allclose = lambda *a, **k: True  # shadows TensorBase.allclose
+        changed = guard.changed(limit=10)
+        for name in ("torch._dynamo.config.automatic_dynamic_shapes", "torch.jit.trace", "grader.checking.expect",
+                     "torch.nn.modules.module.Module.__call__", "torch.Tensor.allclose"):
+            assert name in changed, (name, changed)
+    finally:
+        (torch._dynamo.config.automatic_dynamic_shapes, torch.jit.trace, grader.checking.expect.__code__,
+         torch.nn.Module.__call__) = saved
+        del torch.Tensor.allclose
+    assert guard.changed() == []
+
+
+def test_integrity_is_not_disturbed_by_torch_at_work():
+    """Compiling, exporting and tracing reassign some of torch's module-level data; none of it is a
+    function a check relies on, so none of it is reported."""
+    import torch
+
+    guard = trusted.Integrity()
+    torch.compile(lambda x: x.sin() + 1, backend="eager")(torch.randn(8))
+    torch.export.export(torch.nn.Linear(3, 3), (torch.randn(2, 3),))
+    torch.jit.trace(torch.nn.Linear(3, 3).eval(), (torch.randn(2, 3),))
+    torch._dynamo.reset()
+    assert guard.changed() == []
+
+
+def test_torch_patching_its_classes_on_a_lazy_import_is_not_tampering_but_an_alias_put_in_a_functions_place_is():
+    """Importing torch.distributed.tensor sets Placement.__eq__ (functools.partial of new functions), and
+    torch.testing._internal.common_utils patches ScriptFunction.__call__: torch's own doing, not the learner's.
+    In a fresh process, so that those modules are imported after the snapshot."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import warnings; warnings.simplefilter("ignore")
+        import torch, torch._dynamo
+        from grader import trusted
+        guard = trusted.Integrity()
+        import torch.distributed.tensor, torch.testing._internal.common_utils
+        assert guard.changed() == [], guard.changed()
+        torch.jit.trace = torch.jit.script  # a function of torch's own, in another's place
+        assert guard.changed() == ["torch.jit.trace"], guard.changed()
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip().endswith("ok"), done.stderr[-2000:]
