@@ -60,7 +60,7 @@ from grader.checks.lesson03 import TONE_X, TONE_Y, tone_curve
 from grader.pipeline import check_answers
 from grader.result import Status
 
-from hostile import LiarDict, LiarStr
+from hostile import LiarDict, LiarInt, LiarStr
 from verdicts import fails, not_attempted, passes
 
 # --- 03.custom_op ------------------------------------------------------------------------------------
@@ -203,3 +203,210 @@ def test_misreadings_of_custom_op_fail():
     fixed = _op("course_adversarial_fixed", "tone_curve", tone_curve)
     fails("03.custom_op", lambda namespace: fixed, says=("not an op in the namespace",))
     not_attempted("03.custom_op", lambda namespace: (_ for _ in ()).throw(NotImplementedError()))
+
+
+# --- 03.read_trace -----------------------------------------------------------------------------------
+
+def records(trace_dir):
+    for path in sorted(pathlib.Path(trace_dir).glob("*.log")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.startswith("\t") and "] {" in line:
+                yield json.loads(line[line.index("] {") + 2:])
+
+
+def ids_of(trace_dir, kind):
+    return [(r["frame_id"], r["frame_compile_id"]) for r in records(trace_dir) if kind in r]
+
+
+def solution_summary(trace_dir):  # solutions/03_graph_breaks.ipynb
+    graphs = recompiles = 0
+    for record in records(trace_dir):
+        if "dynamo_output_graph" in record:
+            graphs += 1
+            recompiles += int(record["frame_compile_id"] > 0)
+    return {"graphs": graphs, "recompiles": recompiles}
+
+
+def compile_ids_with_a_graph(trace_dir):  # a compile makes at most one graph: the same count, another way
+    ids = set(ids_of(trace_dir, "dynamo_output_graph"))
+    return {"graphs": len(ids), "recompiles": sum(1 for _, again in ids if again)}
+
+
+def by_regex(trace_dir):  # the raw text, no JSON parsing
+    text = "\n".join(p.read_text() for p in pathlib.Path(trace_dir).glob("*.log"))
+    found = re.findall(r'^[^\t].*"dynamo_output_graph".*"frame_compile_id": (\d+)', text, re.M)
+    return {"graphs": len(found), "recompiles": sum(int(n) > 0 for n in found)}
+
+
+def misreading(graphs, recompiles):
+    return lambda trace_dir: {"graphs": graphs(trace_dir), "recompiles": recompiles(trace_dir)}
+
+
+def _graphs(d):
+    return solution_summary(d)["graphs"]
+
+
+def _recompiles(d):
+    return solution_summary(d)["recompiles"]
+
+
+def _count(kind):
+    return lambda d: sum(kind in r for r in records(d))
+
+
+def _artifacts(name):
+    return lambda d: sum(r.get("artifact", {}).get("name") == name for r in records(d))
+
+
+def _recompiled_compiles(d):
+    return sum(1 for _, again in ids_of(d, "dynamo_start") if again > 0)
+
+
+def _graphs_after_the_first_of_each_frame(d):
+    graphs = ids_of(d, "dynamo_output_graph")
+    return len(graphs) - len({frame for frame, _ in graphs})
+
+
+MISREAD_GRAPHS = {  # each gets `recompiles` right: half the points
+    "dynamo_start records": _count("dynamo_start"),
+    "compilation_metrics records": _count("compilation_metrics"),
+    "guard sets (dynamo_cpp_guards_str)": _count("dynamo_cpp_guards_str"),
+    "compile ids": lambda d: len(set(ids_of(d, "dynamo_start"))),
+    "frames": lambda d: len({frame for frame, _ in ids_of(d, "dynamo_start")}),
+}
+MISREAD_RECOMPILES = {  # each gets `graphs` right
+    "compiles with frame_compile_id > 0": _recompiled_compiles,
+    "recompile_reasons artifacts": _artifacts("recompile_reasons"),
+    "graphs after the first of each frame": _graphs_after_the_first_of_each_frame,
+}
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """Two traces as the check draws them (graph counts even and odd), with what their processes counted."""
+    root = tmp_path_factory.mktemp("adversarial_traces")
+    dirs = [root / f"trace_{parity}" for parity in (0, 1)]
+    procs = []
+    for parity, trace_dir in enumerate(dirs):
+        trace_dir.mkdir()
+        procs.append(lesson03.start_trace(parity, trace_dir))
+    for proc in procs:
+        lesson03.trace_ready(proc)
+    return [(lesson03.finish_trace(proc), trace_dir) for proc, trace_dir in zip(procs, dirs)]
+
+
+class _Finished:
+    def __init__(self, truth):
+        self.truth = truth
+
+    def poll(self):
+        return 0
+
+
+@pytest.fixture
+def replay(drawn, monkeypatch):
+    """03.read_trace with its processes replaced by copies of the drawn traces (fast, deterministic)."""
+    import shutil
+
+    def start(parity, trace_dir):
+        truth, stored = drawn[parity]
+        shutil.copytree(stored, trace_dir, dirs_exist_ok=True)
+        return _Finished(truth)
+
+    monkeypatch.setattr(lesson03, "start_trace", start)
+    monkeypatch.setattr(lesson03, "trace_ready", lambda proc, timeout=300: None)
+    monkeypatch.setattr(lesson03, "finish_trace", lambda proc, timeout=60: proc.truth)
+    return "03.read_trace"
+
+
+def test_every_drawn_trace_separates_graphs_from_each_misreading(drawn):
+    for truth, trace_dir in drawn:
+        counts = {key: truth[key] for key in ("graphs", "recompiles")}
+        assert solution_summary(trace_dir) == counts == truth["expected"], truth["source"]
+        for name, count in MISREAD_GRAPHS.items():
+            assert count(trace_dir) != counts["graphs"], (name, truth["source"])
+        for name, count in MISREAD_RECOMPILES.items():
+            assert count(trace_dir) != counts["recompiles"], (name, truth["source"])
+    assert [truth["graphs"] % 2 for truth, _ in drawn] == [0, 1]
+
+
+@pytest.mark.parametrize("summarize", [solution_summary, compile_ids_with_a_graph, by_regex], ids=lambda f: f.__name__)
+def test_read_trace_written_another_way_passes(replay, summarize):
+    passes(replay, summarize)
+
+
+@pytest.mark.parametrize("name", MISREAD_GRAPHS)
+def test_graphs_misread_as_compiles_fail_with_half_credit(replay, name):
+    result = fails(replay, misreading(MISREAD_GRAPHS[name], _recompiles))
+    assert result.points == result.max_points / 2, result.message
+
+
+@pytest.mark.parametrize("name", MISREAD_RECOMPILES)
+def test_recompiles_misread_fail_with_half_credit(replay, name):
+    result = fails(replay, misreading(_graphs, MISREAD_RECOMPILES[name]))
+    assert result.points == result.max_points / 2, result.message
+
+
+def test_misreadings_are_named_in_the_message(replay):
+    fails(replay, misreading(_count("dynamo_start"), _recompiles), says=("number of dynamo_start records", "per compile id"))
+    fails(replay, misreading(_graphs, _recompiled_compiles), says=("every compile with frame_compile_id above 0, graph or not",))
+    fails(replay, misreading(_graphs, _graphs_after_the_first_of_each_frame), says=("first compile produced no graph",))
+
+
+def test_liars_and_look_alikes_are_refused(replay):
+    fails(replay, lambda d: LiarDict(solution_summary(d)), says=("dict",))
+    fails(replay, lambda d: {k: LiarInt(v) for k, v in solution_summary(d).items()}, says=("plain int",))
+    fails(replay, lambda d: {k: str(v) for k, v in solution_summary(d).items()}, says=("plain int",))
+    fails(replay, lambda d: (_graphs(d), _recompiles(d)), says=("dict",))
+
+
+def test_recompiles_counted_as_compiles_fail_end_to_end():
+    """Passed before: in the old traces every recompile made a graph, so counting every compile with
+    frame_compile_id > 0 gave the right number."""
+    fails("03.read_trace", misreading(_graphs, _recompiled_compiles))
+
+
+def reads_the_checks_frames(trace_dir):
+    """The held-out cheat: the count was in the check's frame (``truth``, beside ``trace_dir``) when it
+    called summarize_trace. Also looks through every object for what the trace processes drew or saw."""
+    frame = inspect.currentframe().f_back
+    while frame is not None:
+        found = frame.f_locals
+        if str(found.get("trace_dir")) == trace_dir:
+            for name in ("truth", "counts", "expected"):
+                if isinstance(found.get(name), dict) and "graphs" in found[name]:
+                    return {"graphs": found[name]["graphs"], "recompiles": found[name]["recompiles"]}
+        frame = frame.f_back
+    for obj in gc.get_objects():
+        if type(obj) is dict and "seen" in obj and "expected" in obj:
+            return dict(obj["expected"])
+    return {"graphs": 0, "recompiles": 0}
+
+
+def test_reading_the_count_out_of_the_checks_frames_fails():
+    """Passed before: the check measured the truth, then called summarize_trace from the frame holding it."""
+    fails("03.read_trace", reads_the_checks_frames)
+
+
+def asks_the_trace_processes(trace_dir):
+    """Finds the check's trace processes and asks them for their counts itself, before the check does."""
+    frame = inspect.currentframe()
+    while frame is not None and not ("procs" in frame.f_locals and "dirs" in frame.f_locals):
+        frame = frame.f_back
+    if frame is None or trace_dir not in [str(d) for d in frame.f_locals["dirs"]]:
+        return {"graphs": 0, "recompiles": 0}
+    proc = frame.f_locals["procs"][[str(d) for d in frame.f_locals["dirs"]].index(trace_dir)]
+    proc.stdin.write("not the check\n")
+    proc.stdin.flush()
+    seen = json.loads(proc.stdout.readline())["seen"]
+    return {"graphs": len(seen), "recompiles": sum(1 for _, again in seen if again > 0)}
+
+
+def test_asking_the_trace_processes_before_the_check_fails():
+    fails("03.read_trace", asks_the_trace_processes, says=("asked for its count before the check asked",))
+
+
+def test_a_hard_coded_summary_and_the_starter(replay, drawn):
+    truth = {key: drawn[0][0][key] for key in ("graphs", "recompiles")}
+    fails(replay, lambda d: dict(truth) if any(pathlib.Path(d).iterdir()) else {"graphs": 0, "recompiles": 0})
+    not_attempted(replay, lambda d: (_ for _ in ()).throw(NotImplementedError()))

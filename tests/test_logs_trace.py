@@ -121,22 +121,21 @@ def test_wrong_artifact_unknown_name_and_non_str_fail():
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
     """The check run end to end on the solution, once: it writes two traces in fresh processes. Copies
-    of those traces and what their counting backends saw are kept for the other tests to replay."""
+    of those traces and what their processes drew and counted are kept for the other tests to replay."""
     root = tmp_path_factory.mktemp("traces")
     started, stored = {}, []
     real_start, real_finish = lesson03.start_trace, lesson03.finish_trace
 
-    def start(spec, trace_dir):
-        proc = real_start(spec, trace_dir)
-        started[id(proc)] = (spec, trace_dir)
+    def start(parity, trace_dir):
+        proc = real_start(parity, trace_dir)
+        started[id(proc)] = trace_dir
         return proc
 
-    def finish(proc, timeout=300):
+    def finish(proc, timeout=60):
         truth = real_finish(proc, timeout)
-        spec, trace_dir = started[id(proc)]
         copy = root / f"trace_{len(stored)}"
-        shutil.copytree(trace_dir, copy)
-        stored.append((spec, copy, truth))
+        shutil.copytree(started[id(proc)], copy)
+        stored.append((truth, copy))
         return truth
 
     with pytest.MonkeyPatch.context() as mp:
@@ -163,31 +162,29 @@ class _Finished:
 @pytest.fixture
 def replay(traces, monkeypatch):
     """The check, with its fresh processes replaced by copies of the stored traces (fast, deterministic)."""
-    traces = traces[1]
-    draws = iter([spec for spec, _, _ in traces] * 2)
-    by_source = {spec["source"]: (trace_dir, truth) for spec, trace_dir, truth in traces}
+    stored = traces[1]
 
-    def start(spec, trace_dir):
-        stored_dir, truth = by_source[spec["source"]]
+    def start(parity, trace_dir):
+        truth, stored_dir = stored[parity]
         shutil.copytree(stored_dir, trace_dir, dirs_exist_ok=True)
         return _Finished(truth)
 
-    monkeypatch.setattr(lesson03, "trace_scenario", lambda gen: next(draws))
     monkeypatch.setattr(lesson03, "start_trace", start)
-    monkeypatch.setattr(lesson03, "finish_trace", lambda proc, timeout=300: proc.truth)
+    monkeypatch.setattr(lesson03, "trace_ready", lambda proc, timeout=300: None)
+    monkeypatch.setattr(lesson03, "finish_trace", lambda proc, timeout=60: proc.truth)
     return lambda answer: checking.run_check(READ_TRACE, [answer])
 
 
 def test_stored_traces_have_frames_without_graphs_and_recompiles(traces):
-    traces = traces[1]
-    for _, trace_dir, truth in traces:
+    stored = traces[1]
+    for truth, trace_dir in stored:
         starts = sum("dynamo_start" in r for r in records(trace_dir))
         assert starts > truth["graphs"] and truth["recompiles"] > 0
         # once per compile id (frame and recompile number), not once per frame: a recompile starts again
         ids = [(r["frame_id"], r["frame_compile_id"]) for r in records(trace_dir) if "dynamo_start" in r]
         assert len(ids) == len(set(ids)) > len({frame for frame, _ in ids})
-        assert summarize_trace(trace_dir) == truth
-    assert traces[0][2]["graphs"] != traces[1][2]["graphs"]
+        assert summarize_trace(trace_dir) == {key: truth[key] for key in ("graphs", "recompiles")} == truth["expected"]
+    assert stored[0][0]["graphs"] % 2 == 0 and stored[1][0]["graphs"] % 2 == 1
 
 
 def test_solution_passes_on_replayed_traces(replay):
@@ -220,7 +217,7 @@ def test_counting_files_fails(replay):
 
 
 def test_a_hard_coded_summary_fails(replay, traces):
-    truth = traces[1][0][2]
+    truth = {key: traces[1][0][0][key] for key in ("graphs", "recompiles")}
     result = replay(lambda d: dict(truth) if any(pathlib.Path(d).iterdir()) else {"graphs": 0, "recompiles": 0})
     assert result.status == Status.FAILED, result.message
     assert replay(lambda d: {"graphs": 4, "recompiles": 1}).status == Status.FAILED  # wrong on the empty trace too

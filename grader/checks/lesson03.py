@@ -302,18 +302,33 @@ def custom_op(register):
 
 # --- 03.read_trace ----------------------------------------------------------------------------------
 # A TORCH_TRACE directory holds one log file per process; each record is a line with a glog-style prefix
-# and a JSON object, followed by payload lines that start with a tab. The check writes traces of
-# functions it draws itself, in fresh processes, and measures the truth there with a counting backend.
+# and a JSON object, followed by payload lines that start with a tab. The check has fresh processes draw
+# functions, run them with TORCH_TRACE set and measure the truth with a counting backend. A process keeps
+# what it drew and counted to itself until every call of the learner's function has returned, so nothing
+# in the check's process (no frame, no object) holds the answer while learner code runs.
 
-# Runs in a fresh interpreter with TORCH_TRACE set: compiles the function given as source with a
-# backend that notes the compile id ("frame/recompile") of every graph it is handed, and prints them.
-_TRACE_PROGRAM = r'''
+
+def _trace_program() -> str:
+    """The program a trace process runs (``python -c``), argv ``[parity]``: it draws a function with
+    ``trace_scenario`` whose graph count has that parity, runs it under TORCH_TRACE with a backend that
+    notes the compile id ("frame/recompile") of every graph it is handed, prints ``ready`` once the trace is
+    written, and then, for the nonce on its stdin, prints ``{"nonce", "source", "ks", "expected", "seen"}``."""
+    return r"""
 import json
+import os
 import sys
+
+try:  # not dumpable: another process of this user cannot read this one's memory (Linux)
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+except Exception:
+    pass
 
 import torch
 
-spec = json.loads(sys.argv[1])
+from grader.checks.lesson03 import trace_scenario
+
+spec = trace_scenario(torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little")), int(sys.argv[1]))
 seen = []
 
 
@@ -328,30 +343,54 @@ exec(compile(spec["source"], "trace_scenario.py", "exec"), namespace)
 fn = torch.compile(namespace["fn"], backend=backend, dynamic=False)
 for k in spec["ks"]:
     fn(torch.randn(8), k)
-print(json.dumps(seen))
-'''
+print("ready", flush=True)  # torch flushes each trace record as it logs it
+nonce = sys.stdin.readline().strip()
+print(json.dumps({"nonce": nonce, "source": spec["source"], "ks": spec["ks"], "expected": spec["expected"],
+                  "seen": seen}), flush=True)
+"""
 
 
-def trace_scenario(gen: torch.Generator) -> dict:
-    """A function with 1 to 3 graph breaks, one break before any tensor op (a frame that compiles no
-    graph), some segments that read the Python int ``k`` (each new ``k`` recompiles those frames under
-    ``dynamic=False``), and the 2 or 3 values of ``k`` it is called with."""
+def trace_scenario(gen: torch.Generator, parity: int | None = None) -> dict:
+    """A function of ``(x, k)`` and the 2 or 3 values of ``k`` it is called with (under ``dynamic=False``
+    each new ``k`` recompiles every frame that reads ``k``), drawn so that every reading of a trace other
+    than counting graphs gets another count:
+
+    * the first frame reads ``k`` and breaks before any tensor op: it compiles once per ``k`` and never
+      makes a graph (a compile, and a recompile, without a graph);
+    * one frame does tensor work only when ``k`` is above the first value: its first compile makes no
+      graph and each recompile makes one (a graph with a recompile id in a frame that had no graph before);
+    * 1 to 3 more frames, separated by graph breaks, each one graph, some reading ``k`` (recompiled).
+
+    ``expected`` holds the graphs and recompiles a counting backend sees; with ``parity`` the graph count
+    is drawn even (0) or odd (1), so two traces drawn with different parities never share it."""
     def draw(n: int) -> int:
         return int(torch.randint(n, (1,), generator=gen))
 
-    segments = 2 + draw(3)
-    uses_k = [bool(draw(2)) for _ in range(segments)]
-    if not any(uses_k):
-        uses_k[draw(segments)] = True
-    lines = ["def fn(x, k):", "    torch._dynamo.graph_break()  # before any tensor op"]
-    for i, reads_k in enumerate(uses_k):
-        if i:
-            lines.append("    torch._dynamo.graph_break()")
-        op = ("torch.sin", "torch.cos", "torch.tanh")[draw(3)]
-        lines.append(f"    x = {op}(x) * {'k' if reads_k else i + 2}")
-    lines.append("    return x")
-    ks = [2 + i for i in range(2 + draw(2))]
-    return {"source": "\n".join(lines) + "\n", "ks": ks, "expected_graphs": segments + (len(ks) - 1) * sum(uses_k)}
+    while True:
+        ks = [2 + i for i in range(2 + draw(2))]
+        segments = 1 + draw(3)
+        uses_k = [bool(draw(2)) for _ in range(segments)]
+        if not any(uses_k):
+            uses_k[draw(segments)] = True
+        gated_at = draw(segments)  # the frame that works only for k above ks[0] comes before this segment
+        lines = ["def fn(x, k):",
+                 "    if k < 0:  # reads k before any tensor op",
+                 "        raise ValueError('k must not be negative')",
+                 "    torch._dynamo.graph_break()"]
+        for i, reads_k in enumerate(uses_k):
+            if i:
+                lines.append("    torch._dynamo.graph_break()")
+            if i == gated_at:
+                op = ("torch.sin", "torch.cos", "torch.tanh")[draw(3)]
+                lines += [f"    if k > {ks[0]}:", f"        x = {op}(x) + 1", "    torch._dynamo.graph_break()"]
+            op = ("torch.sin", "torch.cos", "torch.tanh")[draw(3)]
+            lines.append(f"    x = {op}(x) * {'k' if reads_k else i + 2}")
+        lines.append("    return x")
+        again = len(ks) - 1
+        expected = {"graphs": again + sum(len(ks) if r else 1 for r in uses_k),
+                    "recompiles": again + again * sum(uses_k)}
+        if parity is None or expected["graphs"] % 2 == parity:
+            return {"source": "\n".join(lines) + "\n", "ks": ks, "expected": expected}
 
 
 def _trace_env(trace_dir) -> dict:
@@ -360,21 +399,62 @@ def _trace_env(trace_dir) -> dict:
     return env
 
 
-def start_trace(spec: dict, trace_dir):
-    """Start a fresh interpreter that runs ``spec``'s function with TORCH_TRACE=trace_dir."""
-    return subprocess.Popen(
-        [sys.executable, "-c", _TRACE_PROGRAM, json.dumps(spec)], env=_trace_env(trace_dir),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(trace_dir.parent),
-    )
+def start_trace(parity: int, trace_dir):
+    """Start a fresh interpreter that draws a function (graph count of this ``parity``) and runs it with
+    TORCH_TRACE=trace_dir; ``trace_ready`` waits for its trace, ``finish_trace`` asks for its count."""
+    stderr = trace_dir.parent / f"{trace_dir.name}.stderr"
+    with open(stderr, "w") as err:  # a file: a pipe nobody reads until the end could fill and block the process
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _trace_program(), str(parity)], env=_trace_env(trace_dir),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=str(trace_dir.parent),
+        )
+    proc.stderr_path = stderr
+    return proc
 
 
-def finish_trace(proc, timeout: float = 300) -> dict:
-    """Wait for ``start_trace``'s process; the graphs its counting backend saw, and how many were recompiles."""
-    out, err = proc.communicate(timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the trace process failed: {err.strip().splitlines()[-1:] or proc.returncode}")
-    seen = json.loads(out.strip().splitlines()[-1])
-    return {"graphs": len(seen), "recompiles": sum(1 for _, again in seen if again > 0)}
+def _last_error(proc) -> str:
+    try:
+        lines = pathlib.Path(proc.stderr_path).read_text(errors="replace").strip().splitlines()
+    except (AttributeError, OSError):
+        lines = []
+    return lines[-1][:300] if lines else f"exit status {proc.returncode}"
+
+
+def trace_ready(proc, timeout: float = 300) -> None:
+    """Wait until ``start_trace``'s process has written its trace (it prints ``ready``)."""
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        line = proc.stdout.readline() if sel.select(timeout) else ""
+    if line.strip() != "ready":
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError(f"the trace process failed: {_last_error(proc)}")
+
+
+def finish_trace(proc, timeout: float = 60) -> dict:
+    """Ask ``start_trace``'s process, with a nonce drawn now, what it drew and what its counting backend
+    saw: ``{"graphs", "recompiles", "source", "ks"}``. An answer without this nonce (or none) means that
+    something asked the process before the check did: learner code, the only code that ran in between."""
+    nonce = os.urandom(8).hex()
+    try:
+        out, err = proc.communicate(nonce + "\n", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError(f"the trace process did not answer: {_last_error(proc)}") from None
+    lines = out.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        answer = {}
+    if not isinstance(answer, dict) or answer.get("nonce") != nonce:
+        raise CheckFailed("the trace process was asked for its count before the check asked (its answer did not "
+                          "carry the check's nonce): summarize_trace must read the trace directory, nothing else")
+    seen = answer["seen"]
+    return {"graphs": len(seen), "recompiles": sum(1 for _, again in seen if again > 0),
+            "source": answer["source"], "ks": answer["ks"], "expected": answer["expected"]}
 
 
 def trace_records(trace_dir) -> list[dict]:
@@ -395,58 +475,73 @@ def _summary(name: str, value) -> dict:
     return {key: as_int(f"{name}[{key!r}]", value[key]) for key in ("graphs", "recompiles")}
 
 
+def _misreading(got: dict, truth: dict, trace_dir) -> str:
+    """What a wrong summary counted instead, where it is a known misreading of the trace."""
+    try:
+        records = trace_records(trace_dir)
+    except (OSError, ValueError):  # the learner's function may have changed the directory
+        return ""
+    kinds = collections.Counter(next(iter(r), "") for r in records)
+    starts = [(r.get("frame_id"), r.get("frame_compile_id")) for r in records if "dynamo_start" in r]
+    graphs = [(r.get("frame_id"), r.get("frame_compile_id")) for r in records if "dynamo_output_graph" in r]
+    notes = []
+    if got["graphs"] != truth["graphs"]:
+        if got["graphs"] == kinds["dynamo_start"]:
+            notes.append("graphs is the number of dynamo_start records: one per compile Dynamo started, i.e. per "
+                         "compile id, a recompile included, whether or not it produced a graph; the first frame "
+                         "here compiled once per k and produced none")
+        elif got["graphs"] == len(list(pathlib.Path(trace_dir).glob("*.log"))):
+            notes.append("graphs is the number of files; a file holds every record of one process")
+    if got["recompiles"] != truth["recompiles"]:
+        if got["recompiles"] == sum(1 for _, again in starts if again and again > 0):
+            notes.append("recompiles counts every compile with frame_compile_id above 0, graph or not: the first "
+                         "frame here compiled again for each new k and produced no graph")
+        elif got["recompiles"] == len(graphs) - len({frame for frame, _ in graphs}):
+            notes.append("recompiles counts the graphs after the first graph of each frame; a frame whose first "
+                         "compile produced no graph still makes its next one a recompile ([f/1])")
+    return f" ({'; '.join(notes)})" if notes else ""
+
+
 def read_trace(summarize_trace):
     expect_callable("summarize_trace", summarize_trace)
-    gen = probes.fresh_generator()
-    specs = [trace_scenario(gen)]
-    while True:  # two functions with different graph counts: no single hard-coded answer fits both
-        spec = trace_scenario(gen)
-        if spec["expected_graphs"] != specs[0]["expected_graphs"]:
-            specs.append(spec)
-            break
     with tempfile.TemporaryDirectory(prefix="grader-trace-") as tmp:
         tmp = pathlib.Path(tmp)
-        dirs = [tmp / f"trace_{i}" for i in range(len(specs))]
+        dirs = [tmp / f"trace_{i}" for i in range(2)]
         procs = []
         try:
-            for spec, trace_dir in zip(specs, dirs):
+            for parity, trace_dir in enumerate(dirs):  # graph counts of both parities: no hard-coded answer fits both
                 trace_dir.mkdir()
-                procs.append(start_trace(spec, trace_dir))
+                procs.append(start_trace(parity, trace_dir))
             empty = tmp / "nothing_compiled"
             empty.mkdir()
             got = _summary("summarize_trace(...)", call(summarize_trace, str(empty), name="summarize_trace"))
             want = {"graphs": 0, "recompiles": 0}
             expect(got == want, f"on an empty trace directory (a process that compiled nothing) summarize_trace "
                    f"returned {got}, expected {want}", measured=got, expected=want)
-            truths = [finish_trace(p) for p in procs]
+            for proc in procs:
+                trace_ready(proc)
+            answers = [_summary("summarize_trace(...)", call(summarize_trace, str(d), name="summarize_trace")) for d in dirs]
+            truths = [finish_trace(proc) for proc in procs]  # only now does this process learn the counts
         finally:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
-                    p.wait()
+                    p.communicate()
         right = {"graphs": 0, "recompiles": 0}
         wrong = []
-        for spec, trace_dir, truth in zip(specs, dirs, truths):
-            got = _summary("summarize_trace(...)", call(summarize_trace, str(trace_dir), name="summarize_trace"))
+        for trace_dir, got, truth in zip(dirs, answers, truths):
+            counts = {key: truth[key] for key in right}
             for key in right:
-                right[key] += got[key] == truth[key]
-            if got != truth:
-                kinds = collections.Counter(next(iter(r), "") for r in trace_records(trace_dir))
-                note = ""
-                if got["graphs"] == kinds["dynamo_start"] != truth["graphs"]:
-                    note = (" (that is the number of dynamo_start records: one per compile Dynamo started, i.e. per "
-                            "compile id, a recompile included, whether or not it produced a graph; the frame before "
-                            "the first tensor op here produced none)")
-                elif got["graphs"] == len(list(trace_dir.glob("*.log"))):
-                    note = " (that is the number of files; a file holds every record of one process)"
-                calls = ", ".join(f"k={k}" for k in spec["ks"])
-                wrong.append(f"for the function\n{spec['source']}called with {calls}, the counting backend saw "
-                             f"{truth}; summarize_trace returned {got}{note}")
+                right[key] += got[key] == counts[key]
+            if got != counts:
+                calls = ", ".join(f"k={k}" for k in truth["ks"])
+                wrong.append(f"for the function\n{truth['source']}called with {calls}, the counting backend saw "
+                             f"{counts}; summarize_trace returned {got}{_misreading(got, counts, trace_dir)}")
     if wrong:
-        fraction = sum(0.5 for key in right if right[key] == len(specs))
+        fraction = sum(0.5 for key in right if right[key] == len(dirs))
         raise CheckFailed("; ".join(wrong), fraction=fraction)
-    return (f"graphs and recompiles right on an empty trace and on the traces of {len(specs)} functions "
-            "the check drew, each run in a fresh process")
+    return (f"graphs and recompiles right on an empty trace and on the traces of {len(dirs)} functions "
+            "drawn and run in fresh processes")
 
 
 # --- 03.which_log -----------------------------------------------------------------------------------
