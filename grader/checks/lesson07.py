@@ -302,34 +302,192 @@ def initializer_bytes(model) -> collections.Counter:
     return sizes
 
 
+def _graph_tensors(graph):
+    """(name, TensorProto) for each tensor ``graph`` itself keeps: initializers and Constant nodes' ``value``."""
+    from onnx import AttributeProto
+
+    for init in graph.initializer:
+        yield init.name, init
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            for attr in node.attribute:
+                if attr.name == "value" and attr.type == AttributeProto.TENSOR:
+                    yield node.output[0], attr.t
+
+
+def stored_bytes(model) -> collections.Counter:
+    """Bytes of every tensor ``model`` keeps, wherever it keeps it, by numpy dtype name: initializers (sparse ones
+    too) and every tensor or number-list attribute (Constant nodes' ``value``, ``value_floats``, ...) of every node,
+    in the main graph, its subgraphs (If, Loop, Scan bodies, at any depth) and the model's local functions."""
+    from onnx import AttributeProto, numpy_helper
+
+    sizes = collections.Counter()
+
+    def tensor(t):
+        array = numpy_helper.to_array(t)
+        sizes[array.dtype.name] += array.nbytes
+
+    def sparse(s):
+        tensor(s.values)
+        tensor(s.indices)
+
+    def nodes(node_list):
+        for node in node_list:
+            for attr in node.attribute:
+                kind = attr.type
+                if kind == AttributeProto.TENSOR:
+                    tensor(attr.t)
+                elif kind == AttributeProto.TENSORS:
+                    for t in attr.tensors:
+                        tensor(t)
+                elif kind == AttributeProto.SPARSE_TENSOR:
+                    sparse(attr.sparse_tensor)
+                elif kind == AttributeProto.SPARSE_TENSORS:
+                    for s in attr.sparse_tensors:
+                        sparse(s)
+                elif kind == AttributeProto.GRAPH:
+                    graph(attr.g)
+                elif kind == AttributeProto.GRAPHS:
+                    for g in attr.graphs:
+                        graph(g)
+                elif kind == AttributeProto.FLOATS:
+                    sizes["float32"] += 4 * len(attr.floats)
+                elif kind == AttributeProto.INTS:
+                    sizes["int64"] += 8 * len(attr.ints)
+                elif kind == AttributeProto.STRINGS:
+                    sizes["bytes"] += sum(len(s) for s in attr.strings)
+                elif kind == AttributeProto.STRING:
+                    sizes["bytes"] += len(attr.s)
+
+    def graph(g):
+        for init in g.initializer:
+            tensor(init)
+        for s in g.sparse_initializer:
+            sparse(s)
+        nodes(g.node)
+
+    graph(model.graph)
+    for function in model.functions:
+        nodes(function.node)
+    for info in model.training_info:
+        graph(info.initialization)
+        graph(info.algorithm)
+    return sizes
+
+
+# The integer products that compute a Linear from int8/uint8 weights on activations quantized at run time, and the
+# ops that only move or reshape a tensor (followed from a weight to its product).
+_DYNAMIC_PRODUCTS = ("MatMulInteger", "MatMulIntegerToFloat", "DynamicQuantizeMatMul")
+_MOVES = {"Identity", "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten"}
+QUANTIZE_SHUFFLED = 0.25  # shuffling one layer's int8 weights must move dst's output by this much of its largest value
+
+
+def _weights_in_integer_products(model) -> dict[str, list[str]]:
+    """For each int8/uint8 tensor of the main graph (by name) the integer products that take it as their weights,
+    each on activations quantized at run time: the product is DynamicQuantizeMatMul, or its other input comes
+    (through moves) from DynamicQuantizeLinear."""
+    from onnx import TensorProto
+
+    tensors = {name: t for name, t in _graph_tensors(model.graph)
+               if t.data_type in (TensorProto.INT8, TensorProto.UINT8)}
+    producer = {out: node for node in model.graph.node for out in node.output}
+
+    def source(name: str) -> tuple[str, object]:
+        node = producer.get(name)
+        while node is not None and node.op_type in _MOVES and node.input:
+            name, node = node.input[0], producer.get(node.input[0])
+        return name, node
+
+    used = collections.defaultdict(list)
+    for node in model.graph.node:
+        if node.op_type not in _DYNAMIC_PRODUCTS or len(node.input) < 2:
+            continue
+        for w, a in ((1, 0),) if node.op_type == "DynamicQuantizeMatMul" else ((1, 0), (0, 1)):  # x @ W or W @ x
+            weight, made_by = source(node.input[w])
+            activations = source(node.input[a])[1]
+            dynamic = node.op_type == "DynamicQuantizeMatMul" or (
+                activations is not None and activations.op_type == "DynamicQuantizeLinear")
+            if weight in tensors and (made_by is None or made_by.op_type == "Constant") and dynamic:
+                used[weight].append(node.name or node.op_type)
+    return dict(used)
+
+
+def _shuffled(model, name: str, gen: torch.Generator):
+    """A copy of ``model`` with the main-graph tensor ``name``'s values in another order (same dtype and shape)."""
+    from onnx import numpy_helper
+
+    copy = type(model)()
+    copy.CopyFrom(model)
+    proto = dict(_graph_tensors(copy.graph))[name]
+    array = numpy_helper.to_array(proto)
+    order = torch.randperm(array.size, generator=gen).numpy()
+    proto.CopyFrom(numpy_helper.from_array(array.reshape(-1)[order].reshape(array.shape), proto.name))
+    return copy
+
+
 def quantize(quantize_fn):
+    import os
+
+    import onnx
+    from onnx import numpy_helper
+
     expect_callable("quantize", quantize_fn)
-    model = probes.seeded(wide_mlp)
-    gen = probes.fresh_generator()
+    # The model is drawn now, so no file made before the check can match it; and it is made again from its seed
+    # after the call, so nothing the function does to objects it could reach changes what dst is compared with.
+    seed = int.from_bytes(os.urandom(7), "little")
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "model.onnx", Path(tmp) / "model.int8.onnx"
+        example = torch.randn(4, WIDE_IN, generator=probes.fresh_generator())
         with probes.silenced():
-            torch.onnx.export(model, (torch.randn(4, WIDE_IN, generator=gen),), dynamo=True, verbose=False,
+            torch.onnx.export(probes.seeded(wide_mlp, seed), (example,), dynamo=True, verbose=False,
                               dynamic_shapes=({0: torch.export.Dim("batch")},)).save(src)
+        fp32 = sum(stored_bytes(load_onnx(src)).values())
         with probes.silenced():
             call(quantize_fn, str(src), str(dst), name="quantize")
-        before, after = initializer_bytes(load_onnx(src)), initializer_bytes(load_onnx(dst))
-        integer = after["int8"] + after["uint8"]
-        fp32, total = sum(before.values()), sum(after.values())
-        expect(integer > 0, f"the file at dst holds no int8/uint8 weights (its initializers by dtype: "
+        model, gen = probes.seeded(wide_mlp, seed), probes.fresh_generator()
+        quantized = load_onnx(dst)
+        after = stored_bytes(quantized)
+        integer, total = after["int8"] + after["uint8"], sum(after.values())
+        expect(integer > 0, f"the file at dst holds no int8/uint8 weights (its tensors by dtype: "
                f"{dict(after)} bytes): it is not quantized", measured=dict(after), expected="int8 or uint8 weights")
-        expect(total < fp32 / 2, f"the weights of dst take {total} bytes against {fp32} in the fp32 file; "
-               "int8 weights should take about a quarter", measured=total, expected=f"< {fp32 // 2}")
-        ops = {node.op_type for node in load_onnx(dst).graph.node}
+        expect(total < fp32 / 2, f"the tensors dst keeps (initializers, Constant nodes, subgraphs: wherever the file "
+               f"keeps them) take {total} bytes ({dict(after)}) against {fp32} in the fp32 file; int8 weights should "
+               "take about a quarter", measured=total, expected=f"< {fp32 // 2}")
+        ops = {node.op_type for node in quantized.graph.node}
         if not ops & {"DynamicQuantizeLinear", "DynamicQuantizeMatMul"}:
             raise CheckFailed(f"dst quantizes no activation at run time (no DynamicQuantizeLinear; its ops: "
                               f"{sorted(ops)}): the exercise asks for dynamic quantization, which quantize_dynamic "
                               "writes", measured=sorted(ops), expected="DynamicQuantizeLinear + MatMulInteger",
                               fraction=1 / 4)
+        weights = _weights_in_integer_products(quantized)
+        sizes = {numpy_helper.to_array(t).size: name for name, t in _graph_tensors(quantized.graph) if name in weights}
+        layers = [m for m in model if isinstance(m, torch.nn.Linear)]
+        missing = [f"Linear({m.in_features}, {m.out_features})" for m in layers if m.weight.numel() not in sizes]
+        if missing:
+            raise CheckFailed(f"the weights of {', '.join(missing)} are not int8/uint8 tensors multiplied by an "
+                              "integer product on activations quantized at run time (DynamicQuantizeLinear + "
+                              "MatMulInteger, or DynamicQuantizeMatMul: what quantize_dynamic writes)",
+                              measured=sorted(ops),
+                              expected="each weight matrix int8, in an integer product", fraction=1 / 4)
         try:
             runners = {"here": probes.ort_session(dst)}
         except Exception as e:
             raise CheckFailed(f"onnxruntime could not load dst: {type(e).__name__}: {first_line(e, 160)}", fraction=1 / 4)
+        x = torch.randn(8, WIDE_IN, generator=gen)
+        for layer in layers:  # each layer's int8 weights must compute the output dst returns
+            name = sizes[layer.weight.numel()]
+            path = Path(tmp) / "shuffled.onnx"
+            onnx.save(_shuffled(quantized, name, gen), str(path))
+            try:
+                base, shuffled = _run(runners["here"], x), _run(probes.ort_session(path), x)
+            except Exception as e:
+                raise CheckFailed(f"onnxruntime failed to run dst at batch 8: {type(e).__name__}: "
+                                  f"{first_line(e, 160)}", fraction=1 / 4)
+            moved = float((shuffled - base).abs().max()) / max(float(base.abs().max()), 1e-30)
+            expect(moved >= QUANTIZE_SHUFFLED, f"shuffling the int8 weights of Linear({layer.in_features}, "
+                   f"{layer.out_features}) in dst ({name!r}) moved its output by {moved:.1%} of its largest value: "
+                   "those integer products do not compute what dst returns", measured=f"{moved:.1%}",
+                   expected=f">= {QUANTIZE_SHUFFLED:.0%}")
         try:
             runners.update({"exact": int8.session(dst, vnni=True), "no VNNI": int8.session(dst, vnni=False)})
         except Exception as e:
