@@ -120,11 +120,13 @@ def _type_name(value: Any) -> str:
 
 
 def _numpy_scalar(value: Any) -> Any:
-    """A numpy scalar of numpy's own type as the matching built-in (``np.int64(3)`` -> 3), else the value."""
+    """A numpy scalar of numpy's own type as the matching built-in (``np.int64(3)`` -> 3), else the value. The type
+    must be one of numpy's own (``np.sctypeDict``), not a subclass that says its ``__module__`` is numpy: its
+    ``item()`` would be learner code, run while the check judges."""
     import sys
 
     np = sys.modules.get("numpy")
-    if np is not None and isinstance(value, np.generic) and type(value).__module__ == "numpy":
+    if np is not None and isinstance(value, np.generic) and type(value) in set(np.sctypeDict.values()):
         return value.item()
     return value
 
@@ -147,7 +149,11 @@ def _torch_named(value: Any) -> Any:
 
     kind = type(value)
     if isinstance(value, enum.Enum) and kind.__module__.split(".")[0] == "torch":
-        return enum.Enum.__dict__["name"].__get__(value)  # never a `name` the enum class redefines
+        # The name as the class's member map holds it, found by identity: never a `name` or `_name_` the class
+        # (re)defines, which would be learner code run while the check judges.
+        members = type.__getattribute__(kind, "_member_map_") if type(kind) is enum.EnumType else None
+        names = [k for k, v in dict.items(members) if v is value] if type(members) is dict else []
+        return names[0] if names and type(names[0]) is str else value  # an alias comes after its member
     torch = sys.modules.get("torch")
     if torch is not None and kind in (torch._ops.OpOverload, torch._ops.OpOverloadPacket):
         return str(value)
