@@ -147,6 +147,59 @@ def _block_ops(width: int) -> dict[str, int]:
         return dict(probes.count_compiles(block, [(torch.randn(3, width),)]).op_names())
 
 
+class _Witness(probes.CountingBackend):
+    """The counting backend 02.regional_compile hands out. While ``seen`` is a list, each execution of a
+    compiled graph appends ``(inputs, outputs, copies)``: what went in, the tensors that came out, and a copy
+    of them taken as they left the graph (so a later in-place write cannot change what the graph computed)."""
+
+    seen: list | None = None
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list):
+        run = super().__call__(gm, example_inputs)
+
+        def witnessed(*args):
+            out = run(*args)
+            if self.seen is not None:
+                outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+                self.seen.append((args, outs, tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t
+                                                    for t in outs)))
+            return out
+
+        return witnessed
+
+
+def _same_values(a, b) -> bool:
+    return (type(a) is torch.Tensor and type(b) is torch.Tensor and a.shape == b.shape and a.dtype == b.dtype
+            and torch.equal(a, b))
+
+
+def _links(x: torch.Tensor, got, seen: list) -> str | None:
+    """Why the output ``got`` of a forward on ``x`` was not produced by the compiled graphs that ran
+    (``seen``, in order) feeding one another, or None when it was: the first graph was given ``x`` (or its
+    values), each next one the tensor the one before returned, and ``got`` is the last graph's output,
+    unchanged since it left the graph."""
+    current, first = x, True
+    for number, (args, outs, copies) in enumerate(seen, 1):
+        if not any(a is current or _same_values(a, current) for a in args):
+            return (f"the {_ordinal(number)} compiled graph of the forward was not given "
+                    + ("the forward's input" if first else "what the graph before it returned"))
+        tensors = [(o, c) for o, c in zip(outs, copies) if isinstance(o, torch.Tensor)]
+        if len(tensors) != 1:
+            return f"the {_ordinal(number)} compiled graph returned {len(tensors)} tensors; one block returns one"
+        current, copy_ = tensors[0]
+        first = False
+    if type(got) is not torch.Tensor or got.data_ptr() != current.data_ptr() or got.shape != current.shape:
+        return (f"the tensor it returned is not the output of the last of the {len(seen)} compiled block graphs "
+                "that ran (it was computed some other way)")
+    if not torch.equal(got, copy_):
+        return "the tensor it returned was changed after the last compiled block graph produced it"
+    return None
+
+
+def _ordinal(n: int) -> str:
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
+
+
 def regional_compile(compile_regionally):
     expect_callable("compile_regionally", compile_regionally)
     import copy
@@ -159,26 +212,31 @@ def regional_compile(compile_regionally):
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    reference = copy.deepcopy(model)
+    reference = copy.deepcopy(model)  # the truth is computed from it after each call, never before one
     # The largest batch first: the first forward must compile exactly one graph for all the blocks. Then
     # batch 1 and an odd size: how often those recompile depends on shape settings (default automatic
     # dynamic, dynamic=True, dynamic=False all differ, and 1 is always specialised), never on the number
     # of blocks, so later graphs are judged by what they hold (one block's ops), not by their number.
     batches = (16, 1, int(torch.randint(3, 12, (1,), generator=gen)) | 1)
-    inputs = [torch.randn(b, width, generator=gen) for b in batches]
-    with torch.no_grad():
-        wants = [reference(x) for x in inputs]
 
-    backend = probes.CountingBackend()
+    backend = _Witness()
     torch._dynamo.reset()
     try:
         compiled = call(compile_regionally, model, backend, name="compile_regionally")
         expect(callable(compiled), f"`compile_regionally` should return the model (or a callable), not {type(compiled).__name__}")
-        for number, (x, want) in enumerate(zip(inputs, wants)):
-            before = backend.executions
+        for number, b in enumerate(batches):
+            x = torch.randn(b, width, generator=gen)
+            kept = x.clone()  # the truth is computed after the call, from this copy: nothing holds it during the call
+            seen: list = []
+            backend.seen = seen
+            try:
+                with torch.no_grad():
+                    got = call(compiled, x, name="the model compile_regionally returned")
+            finally:
+                backend.seen = None
             with torch.no_grad():
-                got = call(compiled, x, name="the model compile_regionally returned")
-            expect_close(f"outputs at batch size {x.shape[0]} ({n_blocks} blocks)", got, want)
+                want = reference(kept)
+            expect_close(f"outputs at batch size {b} ({n_blocks} blocks)", got, want)
             expect(
                 backend.compiles > 0,
                 "the backend you were given compiled no graph: compile each block with `backend=backend`",
@@ -192,10 +250,16 @@ def regional_compile(compile_regionally):
                 found = {name: names[name] for name in block_ops}
                 if found != block_ops:
                     layers = names["linear"] // block_ops["linear"]
+                    if names["invoke_subgraph"]:  # torch.compiler.nested_compile_region inside torch.compile(model)
+                        what = (f"one graph for the whole model was compiled, calling the block as a nested region "
+                                f"{names['invoke_subgraph']} times (invoke_subgraph)")
+                    elif layers:
+                        what = f"a graph with {names['linear']} linear layers ({layers} blocks' worth) was compiled"
+                    else:
+                        what = f"a graph that is not a block's was compiled (its ops: {dict(names)})"
                     raise CheckFailed(
-                        f"a graph with {names['linear']} linear layers ({layers} blocks' worth) was compiled; one "
-                        f"Block has {block_ops['linear']} and the whole {n_blocks}-block model "
-                        f"{n_blocks * block_ops['linear']}: compile each repeated block, not the model",
+                        f"{what}; one Block has {block_ops['linear']} linear layers and the whole {n_blocks}-block "
+                        f"model {n_blocks * block_ops['linear']}: compile each repeated block on its own, not the model",
                         measured=dict(found),
                         expected=block_ops,
                     )
@@ -207,13 +271,22 @@ def regional_compile(compile_regionally):
                     measured=backend.compiles,
                     expected=1,
                 )
-            ran = backend.executions - before
             expect(
-                ran == n_blocks,
-                f"a forward at batch size {x.shape[0]} ran compiled graphs {ran} times; with {n_blocks} blocks "
+                len(seen) == n_blocks,
+                f"a forward at batch size {b} ran compiled graphs {len(seen)} times; with {n_blocks} blocks "
                 f"every block should run compiled, once per forward",
-                measured=ran,
+                measured=len(seen),
                 expected=n_blocks,
+            )
+            # The output must be what the compiled blocks computed, one feeding the next: compiled graphs
+            # that run beside an eager computation (of a copy, of the blocks' own forward) prove nothing.
+            unlinked = _links(x, got, seen)
+            expect(
+                unlinked is None,
+                f"a forward at batch size {b} ran the {n_blocks} compiled block graphs, but {unlinked}: the "
+                "model you return must compute its output with the compiled blocks, each given the one before's output",
+                measured=unlinked,
+                expected="the output of the compiled blocks, chained",
             )
     finally:
         torch._dynamo.reset()
