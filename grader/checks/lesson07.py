@@ -40,8 +40,9 @@ def _graph_inputs(model):
     return [i for i in model.graph.input if i.name not in initializers]
 
 
-def _default_opset(model) -> int | None:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+def _default_opsets(model) -> list[int]:
+    """The versions opset_import gives the default domain ("" or its alias "ai.onnx"): one, in a sound file."""
+    return [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
 
 
 def op_types(model) -> collections.Counter:
@@ -98,36 +99,87 @@ def dynamic_batch_onnx(export_onnx):
 
 # --- 07.opset --------------------------------------------------------------------------------------
 
-OPSETS = (18, 21)
+OPSETS = (18, 21)  # on either side of opset 20, where ONNX gained Gelu: a file shows which one it was exported at
+
+
+def _gelu_mlp(features: int, hidden: int, outputs: int) -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, outputs))
+
+
+def _relu_mlp(features: int, hidden: int, outputs: int) -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
+                               torch.nn.ReLU(), torch.nn.Linear(hidden, outputs))
+
+
+def _drawn_model(make, gen: torch.Generator, **ranges: tuple[int, int]):
+    """A model ``make(**sizes)`` with its sizes (each drawn from its inclusive range) and its weights drawn from
+    ``gen`` at grading time, so nothing exported in advance can match it; and a function that builds the same
+    model again. The learner is handed the first; the check builds its reference with the second once the
+    learner's code has run, so a change made to the model it was handed changes nothing in the reference."""
+    sizes = {name: int(torch.randint(low, high + 1, (1,), generator=gen)) for name, (low, high) in ranges.items()}
+    seed = int(torch.randint(0, 2**62, (1,), generator=gen))
+    return probes.seeded(lambda: make(**sizes), seed), lambda: probes.seeded(lambda: make(**sizes), seed)
+
+
+def _writes_gelu(model) -> bool:
+    return any(node.op_type == "Gelu" for node in model.graph.node)
 
 
 def opset(export_at_opset):
     expect_callable("export_at_opset", export_at_opset)
     import onnx
 
-    model = probes.seeded(small_mlp)
-    x = torch.randn(3, FEATURES, generator=probes.fresh_generator())
-    with torch.no_grad():
-        want = model(x)
-    right = []
+    gen = probes.fresh_generator()
+    model, reference = _drawn_model(_gelu_mlp, gen, features=(4, 24), hidden=(8, 48), outputs=(2, 8))
+    features = model[0].in_features
+    example = torch.randn(int(torch.randint(2, 9, (1,), generator=gen)), features, generator=gen)
+    shape = tuple(example.shape)
+    right, wrong = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for number in OPSETS:
-            path = Path(tmp) / f"opset{number}.onnx"
+        paths = {number: Path(tmp) / f"opset{number}.onnx" for number in OPSETS}
+        for number, path in paths.items():
             with probes.silenced():
-                call(export_at_opset, model, x, path, number, name="export_at_opset")
-            version = _default_opset(load_onnx(path))
-            if version == number:
-                _close(_run(probes.ort_session(path), x), want, f"at opset {number}")
-                right.append(number)
-            else:
-                wrong = (number, version)
-    if len(right) < len(OPSETS):
-        asked, got = wrong
+                call(export_at_opset, model, example, path, number, name="export_at_opset")
+        # The learner's code has run: the reference, the check's own exports and the inputs are made from here on
+        reference, gen = reference(), probes.fresh_generator()
+        inputs = [torch.randn(*shape, generator=gen) for _ in range(2)]
+        with torch.no_grad():
+            wants = [reference(x) for x in inputs]
+        for number, path in paths.items():
+            written = load_onnx(path)
+            versions = _default_opsets(written)
+            if len(versions) != 1:
+                wrong.append((number, f"the file's opset_import names the default domain {len(versions)} times "
+                                      f"({versions}); a file has one opset per domain", versions))
+                continue
+            if versions[0] != number:
+                wrong.append((number, f"the file's opset_import says {versions[0]}", versions[0]))
+                continue
+            with probes.silenced():
+                truth = _writes_gelu(torch.onnx.export(reference, (torch.randn(*shape),), dynamo=True, verbose=False,
+                                                       opset_version=number).model_proto)
+            if _writes_gelu(written) != truth:
+                spelled, exporter = ("a Gelu node", "Erf") if _writes_gelu(written) else ("Erf", "a Gelu node")
+                wrong.append((number, f"the file's opset_import says {number}, but its graph writes GELU with "
+                                      f"{spelled} where the exporter at opset {number} writes {exporter} (ONNX has "
+                                      f"Gelu from opset {onnx.defs.get_schema('Gelu').since_version}): it was "
+                                      "exported at another opset and relabelled", f"GELU as {spelled}"))
+                continue
+            try:
+                session = probes.ort_session(path)
+                gots = [_run(session, x) for x in inputs]
+            except Exception as e:
+                raise CheckFailed(f"onnxruntime could not run the file at opset {number} on inputs of the example's "
+                                  f"shape {shape}: {type(e).__name__}: {first_line(e, 160)} (is it the model the "
+                                  "check passed?)")
+            for got, want in zip(gots, wants):
+                _close(got, want, f"at opset {number} on fresh inputs (is it the model the check passed?)")
+            right.append(number)
+    if wrong:
+        asked, what, measured = wrong[0]
         raise CheckFailed(
-            f"asked for opset {asked}, the file's opset_import says {got} (right for {right or 'none'} of {OPSETS})",
-            measured=got,
-            expected=asked,
-            fraction=len(right) / len(OPSETS) / 2,
+            f"asked for opset {asked}: {what} (right for {right or 'none'} of {OPSETS})",
+            measured=measured, expected=asked, fraction=len(right) / len(OPSETS) / 2,
         )
     return f"opset_import matches the requested opset for {OPSETS} (onnx {onnx.__version__})"
 

@@ -1,0 +1,173 @@
+"""Issue 29, lesson 07's export exercises against submissions the course never sees: right answers written
+another way pass, natural misreadings and cheats fail.
+
+07.opset (export_at_opset(model, example, path, opset) writes the model at the requested default-domain opset)
+  right, written differently: the solution (dynamo exporter, ONNXProgram.save); the TorchScript exporter
+    (dynamo=False, deprecated but writes the opset asked); the proto saved with onnx.save, with a dynamic batch.
+  misreadings: the opset ignored (the default, 20 here: right for neither 18 nor 21), a hard-coded 18 (half
+    of the two opsets right: a quarter of the points).
+  cheats that passed before (defects "artifacts made in advance" and "inputs that cannot tell"):
+    - files exported earlier (from the check's own model: its weights were fixed, seed 0), written whatever
+      the model passed. Now the model's sizes and weights are drawn at grading time.
+    - a file whose output is the example's eager output as a constant: the file was run on the example only.
+      Now on two fresh inputs drawn after the learner's function has returned.
+    - exporting at 18 (GELU written with Erf) and relabelling opset_import to the number asked; or listing
+      the default domain twice (the number asked first: the check read the first entry). Now the file must
+      name the default domain once, and must write GELU as the exporter does at that opset, which the check
+      asks the exporter live (a Gelu node from opset 20, Erf below): a relabelled file spells it as its real
+      opset. (Relabelling between opsets at which the exporter writes the same graph, 20 -> 21, cannot be
+      told apart from an export at 21 and is not wrong: the file is what that export writes. Exporting at
+      the default and relabelling to 18 failed before too: onnx.checker has no Gelu at 18.)
+  cheats that must go on failing (not wrong passes of the old check):
+    - zeroing the weights of the model it was handed, then exporting it. The old check computed its
+      reference before the call; now the learner's function runs first, so the check builds its own copy of
+      the model (same sizes and seed) after the learner's code has run, and the copy it handed is never read.
+
+TVM and ExecuTorch tests are skipped where those packages cannot run, as in tests/test_deploy_exercises.py.
+"""
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+import cloudpickle
+import onnx
+import pytest
+import torch
+
+from grader import optional, probes, registry
+from grader.checks import lesson07
+from grader.pipeline import check_answers
+from grader.result import Status
+
+from verdicts import fails, passes
+
+
+def _needs(module: str):
+    why = optional.problem(module)
+    return pytest.mark.skipif(why is not None, reason=f"{module} is {why}")
+
+
+needs_tvm, needs_executorch = _needs("tvm"), _needs("executorch")
+
+
+def _set_default_opset(path, *versions) -> None:
+    """Rewrite the default-domain entries of the file's opset_import (the file's graph untouched)."""
+    model = onnx.load(str(path))
+    kept = [o for o in model.opset_import if o.domain not in ("", "ai.onnx")]
+    del model.opset_import[:]
+    model.opset_import.extend(kept + [onnx.helper.make_opsetid(domain, version) for domain, version in versions])
+    onnx.save(model, str(path))
+
+
+# --- 07.opset --------------------------------------------------------------------------------------
+
+def export_solution(model, example, path, opset):  # solutions/07_onnx.ipynb
+    torch.onnx.export(model, (example,), dynamo=True, verbose=False, opset_version=opset).save(path)
+
+
+def export_torchscript(model, example, path, opset):  # another API: the deprecated TorchScript exporter
+    torch.onnx.export(model, (example,), str(path), dynamo=False, opset_version=opset)
+
+
+def export_proto_dynamic(model, example, path, opset):  # another way: onnx.save of the proto, a dynamic batch
+    program = torch.onnx.export(model, (example,), dynamo=True, verbose=False, opset_version=opset,
+                                dynamic_shapes=({0: torch.export.Dim("batch")},))
+    onnx.save(program.model_proto, str(path))
+
+
+def export_default(model, example, path, opset):  # misreading: the opset argument ignored
+    torch.onnx.export(model, (example,), dynamo=True, verbose=False).save(path)
+
+
+def export_at_18(model, example, path, opset):  # misreading: one opset hard-coded
+    torch.onnx.export(model, (example,), dynamo=True, verbose=False, opset_version=18).save(path)
+
+
+def relabelled_from_18(model, example, path, opset):  # cheat: exported at 18, labelled with the opset asked
+    export_at_18(model, example, path, opset)
+    _set_default_opset(path, ("", opset))
+
+
+def relabelled_from_default(model, example, path, opset):  # cheat: exported at the default, relabelled
+    export_default(model, example, path, opset)
+    _set_default_opset(path, ("", opset))
+
+
+def listed_twice(model, example, path, opset):  # cheat: the number asked first, the real opset second
+    export_at_18(model, example, path, opset)
+    _set_default_opset(path, ("", opset), ("ai.onnx", 18))
+
+
+def constant_output(model, example, path, opset):  # cheat: the example's eager output, as a constant
+    want = model(example).detach()
+
+    class Constant(torch.nn.Module):
+        def forward(self, x):
+            return x[:, :1] * 0 + want
+
+    export_solution(Constant(), example, path, opset)
+
+
+def zeroed_weights(model, example, path, opset):  # cheat: the handed model changed to one that is easy to match
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    export_solution(model, example, path, opset)
+
+
+@pytest.fixture(scope="module")
+def files_made_in_advance(tmp_path_factory):
+    """Files exported earlier in a notebook from the check's model as it was (small_mlp, seed 0), per opset."""
+    folder = tmp_path_factory.mktemp("made-in-advance")
+    model = probes.seeded(lesson07.small_mlp)
+    files = {}
+    for opset in lesson07.OPSETS:
+        files[opset] = folder / f"opset{opset}.onnx"
+        with probes.silenced():
+            export_proto_dynamic(model, torch.randn(3, lesson07.FEATURES), files[opset], opset)
+    return files
+
+
+@pytest.mark.parametrize("answer", [export_solution, export_torchscript, export_proto_dynamic], ids=lambda f: f.__name__)
+def test_opset_right_answers_pass(answer):
+    with probes.silenced():
+        passes("07.opset", answer)
+
+
+@pytest.mark.parametrize("answer, points, says", [
+    (export_default, 0, ("asked for opset 18", "says 20")),
+    (export_at_18, 0.5, ("asked for opset 21", "says 18", "right for [18]")),
+], ids=["opset ignored", "18 hard-coded"])
+def test_opset_misreadings_fail_with_what_the_file_says(answer, points, says):
+    with probes.silenced():
+        result = fails("07.opset", answer, says=says)
+    assert result.points == points, result
+
+
+@pytest.mark.parametrize("answer, says", [
+    (relabelled_from_18, ("asked for opset 21", "Erf", "relabel")),
+    (relabelled_from_default, ("Gelu",)),
+    (listed_twice, ("default domain 2 times",)),
+], ids=["from 18", "from the default", "listed twice"])
+def test_opset_a_relabelled_file_fails(answer, says):
+    with probes.silenced():
+        fails("07.opset", answer, says=says)
+
+
+def test_opset_files_made_in_advance_fail(files_made_in_advance):
+    def copy_earlier_file(model, example, path, opset):
+        Path(path).write_bytes(files_made_in_advance[opset].read_bytes())
+
+    with probes.silenced():
+        fails("07.opset", copy_earlier_file)
+
+
+@pytest.mark.parametrize("answer, says", [
+    (constant_output, ("differ",)),
+    (zeroed_weights, ("differ",)),
+], ids=["the example's output as a constant", "the handed model zeroed"])
+def test_opset_a_file_that_does_not_compute_the_model_fails(answer, says):
+    with probes.silenced():
+        fails("07.opset", answer, says=says)
