@@ -23,6 +23,17 @@ another way pass, natural misreadings and cheats fail.
       reference before the call; now the learner's function runs first, so the check builds its own copy of
       the model (same sizes and seed) after the learner's code has run, and the copy it handed is never read.
 
+07.xnnpack_delegation (lower_for_xnnpack(model, example) -> the bytes of a .pte with every op in XNNPACK)
+  right, written differently: the solution (to_edge_transform_and_lower with XnnpackPartitioner); the
+    older to_edge(...).to_backend(XnnpackPartitioner()) workflow.
+  misreadings (tests/test_deploy_exercises.py): no partitioner (portable kernels), bytearray, a path.
+  cheats (each passed before):
+    - a program made in advance from the check's fixed model. Now sizes and weights are drawn.
+    - a program with two methods: `forward` on portable kernels and another method, fully delegated, that
+      sorts first: the check read execution_plan[0] and ran "forward". Now it reads the plan named forward.
+    - the handed model's weights zeroed before lowering (the reference was that object). Now the check's
+      reference is its own copy, built after the learner's code ran.
+
 TVM and ExecuTorch tests are skipped where those packages cannot run, as in tests/test_deploy_exercises.py.
 """
 from __future__ import annotations
@@ -171,3 +182,68 @@ def test_opset_files_made_in_advance_fail(files_made_in_advance):
 def test_opset_a_file_that_does_not_compute_the_model_fails(answer, says):
     with probes.silenced():
         fails("07.opset", answer, says=says)
+
+
+# --- 07.xnnpack_delegation ---------------------------------------------------------------------------
+
+def lower_solution(model, example):  # solutions/07_onnx.ipynb
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    edge = to_edge_transform_and_lower(torch.export.export(model, (example,)), partitioner=[XnnpackPartitioner()])
+    return edge.to_executorch().buffer
+
+
+def lower_to_backend(model, example):  # another API: the older to_edge + to_backend workflow
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge
+
+    return to_edge(torch.export.export(model, (example,))).to_backend(XnnpackPartitioner()).to_executorch().buffer
+
+
+def lower_two_methods(model, example):  # cheat: `forward` on portable kernels, a delegated method beside it
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    programs = {"forward": torch.export.export(model, (example,)), "a_delegated": torch.export.export(model, (example,))}
+    edge = to_edge_transform_and_lower(programs, partitioner={"forward": [], "a_delegated": [XnnpackPartitioner()]})
+    return edge.to_executorch().buffer
+
+
+def lower_zeroed(model, example):  # cheat: the handed model changed before lowering
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    return lower_solution(model, example)
+
+
+@pytest.fixture(scope="module")
+def program_made_in_advance():
+    """A .pte lowered earlier from the check's model as it was (delegable_mlp, seed 0, example (6, 10))."""
+    with probes.silenced():
+        return lower_solution(probes.seeded(lesson07.delegable_mlp), torch.randn(6, lesson07.FEATURES))
+
+
+@needs_executorch
+@pytest.mark.parametrize("answer", [lower_solution, lower_to_backend], ids=lambda f: f.__name__)
+def test_xnnpack_right_answers_pass(answer):
+    with probes.silenced():
+        passes("07.xnnpack_delegation", answer)
+
+
+@needs_executorch
+def test_xnnpack_a_program_made_in_advance_fails(program_made_in_advance):
+    fails("07.xnnpack_delegation", lambda model, example: program_made_in_advance)
+
+
+@needs_executorch
+def test_xnnpack_the_delegation_must_be_in_forward():
+    with probes.silenced():
+        result = fails("07.xnnpack_delegation", lower_two_methods, says=("portable kernels", "forward"))
+    assert result.points == 1, result
+
+
+@needs_executorch
+def test_xnnpack_a_program_of_the_changed_model_fails():
+    with probes.silenced():
+        fails("07.xnnpack_delegation", lower_zeroed, says=("differ",))

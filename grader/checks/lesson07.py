@@ -640,9 +640,8 @@ def tvm_any_batch(build_tvm):
 # --- 07.xnnpack_delegation -------------------------------------------------------------------------
 
 def delegable_mlp() -> torch.nn.Module:
-    """Linear layers and ReLUs: XNNPACK takes every operator of it."""
-    return torch.nn.Sequential(torch.nn.Linear(FEATURES, 24), torch.nn.ReLU(), torch.nn.Linear(24, 24),
-                               torch.nn.ReLU(), torch.nn.Linear(24, 3))
+    """Linear layers and ReLUs: XNNPACK takes every operator of it (the lesson's; the check draws its sizes)."""
+    return _relu_mlp(FEATURES, 24, 3)
 
 
 def xnnpack_delegation(lower_for_xnnpack):
@@ -650,9 +649,10 @@ def xnnpack_delegation(lower_for_xnnpack):
     from executorch.runtime import Runtime
 
     expect_callable("lower_for_xnnpack", lower_for_xnnpack)
-    model = probes.seeded(delegable_mlp).eval()
     gen = probes.fresh_generator()
-    example = torch.randn(6, FEATURES, generator=gen)
+    model, reference = _drawn_model(_relu_mlp, gen, features=(4, 24), hidden=(8, 40), outputs=(2, 8))
+    example = torch.randn(int(torch.randint(2, 10, (1,), generator=gen)), model[0].in_features, generator=gen)
+    shape = tuple(example.shape)
     with probes.silenced():
         program = call(lower_for_xnnpack, model, example, name="lower_for_xnnpack")
     expect(
@@ -662,27 +662,32 @@ def xnnpack_delegation(lower_for_xnnpack):
         measured=type(program).__name__, expected="bytes",
     )
     try:
-        plan = deserialize_pte_binary(program).program.execution_plan[0]
+        plans = {plan.name: plan for plan in deserialize_pte_binary(program).program.execution_plan}
         method = Runtime.get().load_program(program).load_method("forward")
     except Exception as e:
         raise CheckFailed(f"those bytes are not an ExecuTorch program the runtime loads: {type(e).__name__}: "
                           f"{first_line(e)[:200]}")
+    plan = plans.get("forward")  # the method the runtime runs, whatever other methods the program holds
+    expect(plan is not None, f"the program's methods are {sorted(plans)}: it has no `forward` to judge")
+    # The learner's code has run: the reference and the inputs are made from here on
+    reference, gen = reference(), probes.fresh_generator()
     for _ in range(2):
-        x = torch.randn(*example.shape, generator=gen)
+        x = torch.randn(*shape, generator=gen)
         try:
             got = method.execute([x])[0]
         except Exception as e:
-            raise CheckFailed(f"the program failed at the example's shape {tuple(example.shape)}: "
-                              f"{type(e).__name__}: {first_line(e)[:200]}")
+            raise CheckFailed(f"the program failed at the example's shape {shape}: "
+                              f"{type(e).__name__}: {first_line(e)[:200]} (is it the model the check passed?)")
         with torch.no_grad():
-            expect_close("your program and eager differ", got, model(x), rtol=1e-4, atol=1e-5)
+            expect_close("your program and eager differ (is it the model the check passed?)", got, reference(x),
+                         rtol=1e-4, atol=1e-5)
     kinds = collections.Counter(type(i.instr_args).__name__ for chain in plan.chains for i in chain.instructions)
     portable = [op.name for op in plan.operators]
     backends = sorted({d.id for d in plan.delegates})
     if kinds.get("KernelCall") or backends != ["XnnpackBackend"]:
         raise CheckFailed(
-            f"the program computes the right numbers, but {kinds.get('KernelCall', 0)} of its instructions "
-            f"call portable kernels ({', '.join(portable) or 'none'}) and its delegates are "
+            f"the program computes the right numbers, but {kinds.get('KernelCall', 0)} of the instructions of its "
+            f"`forward` call portable kernels ({', '.join(portable) or 'none'}) and its delegates are "
             f"{backends or 'none'}: lower with partitioner=[XnnpackPartitioner()]",
             measured=f"{kinds.get('DelegateCall', 0)} delegate call(s), {kinds.get('KernelCall', 0)} kernel call(s)",
             expected="only XnnpackBackend delegate calls", fraction=1 / 3,
