@@ -22,6 +22,10 @@ another way pass, natural misreadings and cheats fail.
     - zeroing the weights of the model it was handed, then exporting it. The old check computed its
       reference before the call; now the learner's function runs first, so the check builds its own copy of
       the model (same sizes and seed) after the learner's code has run, and the copy it handed is never read.
+    - code run when the answer is unpickled (a function default with a __reduce__) that replaces
+      torch.nn.GELU.forward by the identity, so that eager, the export and the check's own export all agree
+      on a model without GELU (in one process the check passes it): the check worker's integrity check
+      (grader/trusted.py, issue 29's root fix) fails it as tampering.
 
 07.xnnpack_delegation (lower_for_xnnpack(model, example) -> the bytes of a .pte with every op in XNNPACK)
   right, written differently: the solution (to_edge_transform_and_lower with XnnpackPartitioner); the
@@ -33,6 +37,21 @@ another way pass, natural misreadings and cheats fail.
       sorts first: the check read execution_plan[0] and ran "forward". Now it reads the plan named forward.
     - the handed model's weights zeroed before lowering (the reference was that object). Now the check's
       reference is its own copy, built after the learner's code ran.
+
+07.tvm_any_batch (build_tvm(model, example) -> the VMExecutable tvm.compile builds, with a dynamic batch)
+  right, written differently: the solution; a bounded Dim with a Target object (tests/test_deploy_exercises);
+    tvm.relax.build with exec_mode="compiled" (the VM itself compiled to TIR).
+  misreadings (tests/test_deploy_exercises.py): a static batch (1/3), another model, not an executable.
+  cheats (each passed before):
+    - a Relax main that calls a packed function registered from Python (tvm.register_global_func), which
+      runs the eager model: the check ran the executable in its own process, where that function exists.
+      Now the executable is exported (export_library) and run in a fresh interpreter with TVM's runtime
+      only (TVM_USE_RUNTIME_LIB=1, python -I), which never imports the learner's code; inputs and outputs go
+      through pipes, and the check compares with its own eager reference.
+    - the same through the real check worker (the answer pickled and loaded there, as in grading): fails the
+      same way.
+    - an executable built in advance from the check's fixed model. Now sizes and weights are drawn.
+    - the handed model's weights zeroed before building. Now the reference is the check's own copy.
 
 TVM and ExecuTorch tests are skipped where those packages cannot run, as in tests/test_deploy_exercises.py.
 """
@@ -247,3 +266,118 @@ def test_xnnpack_the_delegation_must_be_in_forward():
 def test_xnnpack_a_program_of_the_changed_model_fails():
     with probes.silenced():
         fails("07.xnnpack_delegation", lower_zeroed, says=("differ",))
+
+
+# --- 07.tvm_any_batch --------------------------------------------------------------------------------
+
+def build_solution(model, example):  # solutions/07_onnx.ipynb
+    import tvm
+    from tvm.relax.frontend.torch import from_exported_program
+
+    program = torch.export.export(model, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    return tvm.compile(from_exported_program(program), target="llvm")
+
+
+def build_compiled_vm(model, example):  # another way: relax.build, the VM itself compiled to TIR
+    import tvm
+    from tvm.relax.frontend.torch import from_exported_program
+
+    program = torch.export.export(model, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    return tvm.relax.build(from_exported_program(program), target="llvm", exec_mode="compiled")
+
+
+def build_python_callback(model, example):
+    """Cheat: main calls a packed function registered from Python, which runs the eager model. A real
+    VMExecutable, of any batch, whose numbers are eager's wherever that Python function exists."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    outputs = model(example).shape[1]
+
+    def eager(x):
+        with torch.no_grad():
+            return tvm.runtime.tensor(model(torch.from_numpy(np.ascontiguousarray(x.numpy()))).numpy())
+
+    tvm.register_global_func("adversarial07.eager", eager, override=True)
+    builder, batch = relax.BlockBuilder(), tvm.tirx.Var("batch", "int64")
+    x = relax.Var("x", relax.TensorType((batch, example.shape[1]), "float32"))
+    with builder.function("main", [x]):
+        out = builder.emit(relax.Call(relax.ExternFunc("adversarial07.eager"), [x],
+                                      ty_args=[relax.TensorType((batch, outputs), "float32")]))
+        builder.emit_func_output(out)
+    return tvm.compile(builder.get(), target="llvm")
+
+
+def build_zeroed(model, example):  # cheat: the handed model changed before building
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    return build_solution(model, example)
+
+
+@pytest.fixture(scope="module")
+def executable_made_in_advance():
+    """An executable built earlier from the check's model as it was (small_mlp, seed 0): any batch."""
+    with probes.silenced():
+        return build_solution(probes.seeded(lesson07.small_mlp), torch.randn(4, lesson07.FEATURES))
+
+
+@needs_tvm
+@pytest.mark.parametrize("answer", [build_solution, build_compiled_vm], ids=lambda f: f.__name__)
+def test_tvm_right_answers_pass(answer):
+    with probes.silenced():
+        passes("07.tvm_any_batch", answer)
+
+
+@needs_tvm
+def test_tvm_an_executable_that_calls_back_into_python_fails():
+    with probes.silenced():
+        result = fails("07.tvm_any_batch", build_python_callback, says=("fresh process", "adversarial07.eager"))
+    assert result.points == 0, result
+
+
+@needs_tvm
+def test_tvm_an_executable_made_in_advance_fails(executable_made_in_advance):
+    fails("07.tvm_any_batch", lambda model, example: executable_made_in_advance)
+
+
+@needs_tvm
+def test_tvm_an_executable_of_the_changed_model_fails():
+    with probes.silenced():
+        fails("07.tvm_any_batch", build_zeroed, says=("differ",))
+
+
+# --- through the check worker: answers unpickled in the process that judges them ---------------------
+
+def _replace_gelu():
+    torch.nn.GELU.forward = lambda self, x: x  # eager, the learner's export and the check's export alike
+    return None
+
+
+class _ReplaceGeluWhenLoaded:
+    def __reduce__(self):
+        return _replace_gelu, ()
+
+
+def export_after_tampering(model, example, path, opset, _loaded=_ReplaceGeluWhenLoaded()):
+    export_solution(model, example, path, opset)
+
+
+def _answers_file(tmp_path, **objects) -> Path:
+    # Functions defined in a notebook live in __main__ and are pickled by value; do the same here.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    path = tmp_path / "answers.pkl"
+    path.write_bytes(pickle.dumps({name: ("ok", cloudpickle.dumps(value)) for name, value in objects.items()}))
+    return path
+
+
+@needs_tvm
+def test_through_the_worker_the_cheats_fail(tmp_path):
+    answers = _answers_file(tmp_path, export_at_opset=export_after_tampering, build_tvm=build_python_callback)
+    exercises = [registry.get(i) for i in ("07.opset", "07.tvm_any_batch")]
+    results = {r.id: r for r in check_answers(exercises, answers, timeout=180)}
+    opset, tvm_result = (results[e.id] for e in exercises)
+    assert opset.status is Status.FAILED and opset.points == 0 and "GELU.forward" in opset.message, opset
+    assert tvm_result.status is Status.FAILED and tvm_result.points == 0, tvm_result
+    assert "fresh process" in tvm_result.message and "adversarial07.eager" in tvm_result.message, tvm_result

@@ -588,23 +588,111 @@ def quantize(quantize_fn):
 
 TVM_BATCHES = (4, 1, 7, 64)  # the example's batch first: a static build passes it and fails the others
 
+# Run in a fresh interpreter (python -I, TVM's runtime library only): the executable, exported as a shared
+# library, runs where no learner code was ever imported, so a packed function it calls back into Python (one
+# registered with tvm.register_global_func that runs the eager model) does not exist there. Inputs arrive on
+# stdin, outputs leave on stdout, both as one .npz: no file a thread of the learner's could rewrite.
+_TVM_RUN_PROGRAM = r"""
+import io, sys
+import numpy as np
+import tvm
+from tvm.runtime.vm import VirtualMachine
 
-def _tvm_output(vm, x: torch.Tensor) -> torch.Tensor:
-    import tvm
+out = sys.stdout.buffer
+out.write(b"READY\n")
+out.flush()
+inputs = np.load(io.BytesIO(sys.stdin.buffer.read()), allow_pickle=False)
+results = {}
+try:
+    vm = VirtualMachine(tvm.runtime.load_module(sys.argv[1]), tvm.cpu())
+except Exception as e:
+    results["load"] = np.array(f"{type(e).__name__}: {e}")
+else:
+    for key in sorted(inputs.files, key=int):
+        try:
+            got = vm["main"](tvm.runtime.tensor(inputs[key]))
+            results["out" + key] = (got if hasattr(got, "numpy") else got[0]).numpy()
+        except Exception as e:
+            results["err" + key] = np.array(f"{type(e).__name__}: {e}")
+buffer = io.BytesIO()
+np.savez(buffer, **results)
+out.write(buffer.getvalue())
+"""
 
-    out = vm["main"](tvm.runtime.tensor(x.numpy()))
-    return torch.from_numpy((out if hasattr(out, "numpy") else out[0]).numpy())
+
+def _fresh_process_setup() -> tuple[str, dict[str, str]]:
+    """The interpreter and a minimal environment for the fresh TVM process, taken when this module is imported
+    (before any learner code runs in a check worker): a learner cannot point them elsewhere."""
+    import os
+    import sys
+
+    kept = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH")}
+    return sys.executable, {**kept, "TVM_USE_RUNTIME_LIB": "1"}
+
+
+_TVM_PYTHON, _TVM_ENVIRONMENT = _fresh_process_setup()
+
+
+def _tvm_error_line(text: str) -> str:
+    """The line of a TVM error that says what went wrong (its text starts with a C++ traceback)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    said = [line for line in lines if "Error" in line.split(":")[0] or "Check failed" in line] or lines or [""]
+    return said[-1][:240]
+
+
+def _run_tvm_in_fresh_process(executable, inputs: list[torch.Tensor], timeout: float = 120) -> dict:
+    """``executable`` exported with export_library and run on each of ``inputs`` in a fresh interpreter that
+    has TVM's runtime and nothing else: {"load": error} if the VM could not start there, else {i: output
+    tensor or error text}."""
+    import io
+    import subprocess
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="tvm-check-") as tmp:
+        library = Path(tmp) / "executable.so"
+        try:
+            with probes.silenced():
+                executable.export_library(str(library))
+        except Exception as e:
+            try:
+                from tvm.support.cc import get_cc
+            except ImportError:
+                get_cc = lambda: "unknown"  # noqa: E731
+            if get_cc() is None:  # this machine's doing, not the learner's
+                raise RuntimeError("no C compiler found to export the executable with (export_library links one)")
+            raise CheckFailed(f"your executable could not be exported as a shared library (export_library), which "
+                              f"the check runs in a fresh process: {type(e).__name__}: {_tvm_error_line(e)}")
+        payload = io.BytesIO()
+        np.savez(payload, **{str(i): x.numpy() for i, x in enumerate(inputs)})
+        try:
+            done = subprocess.run([_TVM_PYTHON, "-I", "-c", _TVM_RUN_PROGRAM, str(library)], input=payload.getvalue(),
+                                  capture_output=True, env=_TVM_ENVIRONMENT, cwd=tmp, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CheckFailed(f"your executable did not finish {len(inputs)} small batches in {timeout:.0f} s")
+    stderr = done.stderr.decode(errors="replace").strip().splitlines() or [f"exit status {done.returncode}"]
+    if not done.stdout.startswith(b"READY\n"):  # it died before loading the learner's library: not their doing
+        raise RuntimeError(f"the check's fresh TVM process did not start: {stderr[-1][:200]}")
+    try:
+        results = np.load(io.BytesIO(done.stdout[len(b"READY\n"):]), allow_pickle=False)
+        results = {key: results[key] for key in results.files}
+    except Exception:
+        raise CheckFailed(f"a fresh process running your executable crashed (exit status {done.returncode}): "
+                          f"{stderr[-1][:200]}")
+    if "load" in results:
+        return {"load": str(results["load"])}
+    return {i: torch.from_numpy(results[f"out{i}"]) if f"out{i}" in results else str(results.get(f"err{i}", "no output"))
+            for i in range(len(inputs))}
 
 
 def tvm_any_batch(build_tvm):
-    import tvm
-    from tvm import relax
     from tvm.relax.vm_build import VMExecutable
 
     expect_callable("build_tvm", build_tvm)
-    model = probes.seeded(small_mlp).eval()
     gen = probes.fresh_generator()
-    example = torch.randn(TVM_BATCHES[0], FEATURES, generator=gen)
+    model, reference = _drawn_model(_gelu_mlp, gen, features=(4, 24), hidden=(8, 48), outputs=(2, 8))
+    features = model[0].in_features
+    example = torch.randn(TVM_BATCHES[0], features, generator=gen)
     with probes.silenced():
         executable = call(build_tvm, model, example, name="build_tvm")
     expect(
@@ -613,22 +701,28 @@ def tvm_any_batch(build_tvm):
         "tvm.compile(from_exported_program(program), target=\"llvm\")",
         measured=type(executable).__name__, expected="tvm.relax.vm_build.VMExecutable",
     )
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    for number, batch in enumerate(TVM_BATCHES):
-        x = torch.randn(batch, FEATURES, generator=gen)
-        try:
-            got = _tvm_output(vm, x)
-        except Exception as e:
+    # The learner's code has run: the reference and the inputs are made from here on
+    reference, gen = reference(), probes.fresh_generator()
+    inputs = [torch.randn(batch, features, generator=gen) for batch in TVM_BATCHES]
+    outputs = _run_tvm_in_fresh_process(executable, inputs)
+    if "load" in outputs:
+        raise CheckFailed(
+            f"your executable cannot start in a fresh process that has TVM's runtime and none of your code "
+            f"({_tvm_error_line(outputs['load'])}): build it from the model with tvm.compile; an executable that "
+            "calls a function registered from Python (tvm.register_global_func) runs only where that function is",
+            measured="the virtual machine did not start", expected="an executable that runs on its own")
+    for number, (batch, x) in enumerate(zip(TVM_BATCHES, inputs)):
+        got = outputs[number]
+        if isinstance(got, str):
             if number == 0:
-                raise CheckFailed(f"your executable failed on a batch of {batch}, the example's: "
-                                  f"{type(e).__name__}: {first_line(e)[:200]}")
+                raise CheckFailed(f"your executable failed on a batch of {batch}, the example's: {_tvm_error_line(got)}")
             raise CheckFailed(
                 f"your executable runs the example's batch of {TVM_BATCHES[0]} but fails at batch {batch} "
-                f"({first_line(e)[:160]}): export with a dynamic batch (dynamic_shapes with a Dim on dimension 0)",
+                f"({_tvm_error_line(got)[:160]}): export with a dynamic batch (dynamic_shapes with a Dim on dimension 0)",
                 measured=f"batch {TVM_BATCHES[0]} only", expected="any batch", fraction=1 / 3,
             )
         with torch.no_grad():
-            want = model(x)
+            want = reference(x)
         try:
             expect_close(f"TVM and eager differ at batch {batch}", got, want, rtol=1e-4, atol=1e-5)
         except CheckFailed as e:
