@@ -1,4 +1,4 @@
-"""Issue 29 item 1 for 02.regional_compile (02.mega_cache and 02.epilogue_kernels follow): it holds against
+"""Issue 29 item 1 for 02.regional_compile and 02.mega_cache (02.epilogue_kernels follows): each holds against
 the answers a class hands in; right answers written differently pass, misreadings and cheats fail.
 
 02.regional_compile (compile_regionally(model, backend): compile each repeated Block of a BlockStack with the
@@ -21,21 +21,50 @@ given counting backend and return the model; the check draws the depth and the w
   the forward's input, each next one the previous one's output, and that the tensor returned is the last
   one's output, unchanged. The truth is computed after each call from a copy of the input, so no frame holds
   it while the learner's code runs.
+
+02.mega_cache (save_warm_start(model, example) -> the bytes of torch.compiler.save_cache_artifacts(); the
+check loads them in a fresh process with an empty cache folder, compiles the same Block and requires FX graph
+cache hits, no misses, and eager's outputs):
+- right, written differently: `model.compile()` in place and `save_cache_artifacts()[0]`
+  (tests/test_mega_cache.py), the solution.
+- misreadings: the tuple returned, empty bytes, not bytes, artifacts of another width
+  (tests/test_mega_cache.py); artifacts of another Block of the same width and batch (below).
+- cheats: artifacts made in advance for the width and batch the check draws (a few hundred pairs) passed
+  (defect), and so did artifacts from another Block of the same shape made at call time, ignoring `model`:
+  the weights are inputs of the graph, not part of its cache key. Fixed at the root: the check also draws the
+  LayerNorm's eps from a continuum, a constant of the graph and so of its key. The fresh process inherited
+  `os.environ` and `sys.executable` as the answer's code left them: a PYTHONPATH to a sitecustomize.py (set
+  when the answer is unpickled, which changes no torch function or config) or a fake interpreter made the
+  fresh process print a report of hits for bytes that are not artifacts (defect). Fixed: the fresh process
+  gets the environment this process started with (/proc/self/environ) and the interpreter the check module
+  was imported under. (A miss there now ends its compile at once: the verdict is known.)
+
+The cheats that run code when they are unpickled go through the real check worker (tests/test_pipeline.py's
+answers_file + grader.pipeline.check_answers).
 """
 from __future__ import annotations
 
 import copy
 import inspect
+import os
+import sys
+import textwrap
 
+import cloudpickle
 import pytest
 import torch
+from test_pipeline import answers_file
 from verdicts import fails, passes
 
-from grader import probes
+from grader import probes, registry
 from grader.checks import lesson02
 from grader.checks.lesson02 import Block, BlockStack
+from grader.pipeline import check_answers
+from grader.result import Status
 
-REGIONAL = "02.regional_compile"
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the cheats below travel by value, as a notebook's do
+
+REGIONAL, MEGA = "02.regional_compile", "02.mega_cache"
 
 
 # --- 02.regional_compile ---------------------------------------------------------------------------
@@ -219,3 +248,119 @@ def test_the_witness_backend_counts_as_the_counting_backend_does():
         torch._dynamo.reset()
     assert isinstance(backend, probes.CountingBackend) and backend.compiles == 1 and backend.executions == 3
     assert len(seen) == 3 and seen[-1][1][0] is out and torch.equal(seen[-1][2][0], out)
+
+
+# --- 02.mega_cache -----------------------------------------------------------------------------------
+
+def solution_mega(model, example):  # solutions/02_torch_compile.ipynb
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        compiled(example)
+    data, _info = torch.compiler.save_cache_artifacts()
+    return data
+
+
+def _artifacts_for(width: int, batch: int) -> bytes:
+    """What a learner could save before the check: a Block of this width compiled on an input of this batch."""
+    from torch.compiler._cache import CacheArtifactManager
+
+    torch._dynamo.reset()
+    try:
+        with CacheArtifactManager.with_fresh_cache(), torch.no_grad():
+            torch.compile(Block(width).eval())(torch.randn(batch, width))
+            return torch.compiler.save_cache_artifacts()[0]
+    finally:
+        torch._dynamo.reset()
+
+
+def test_mega_cache_refuses_artifacts_made_in_advance_for_the_drawn_shapes(monkeypatch):
+    """The width and batch size were all the check drew that the graph depends on: a learner with artifacts
+    for each pair (a few hundred) passed. Here the draw is made known to the test, as such a table would."""
+    monkeypatch.setattr(probes, "fresh_generator", lambda seed=None: torch.Generator().manual_seed(29))
+    drawn = []
+    fails(MEGA, lambda model, example: drawn.append(tuple(example.shape)) or b"", says=("empty bytes",))
+    (batch, width), = drawn
+    ready = _artifacts_for(width, batch)
+    fails(MEGA, lambda model, example: ready, says=("another graph", "0 hits"))
+
+
+def own_block(model, example):  # ignores `model`: its own Block of the same width, at call time
+    mine = Block(example.shape[1]).eval()
+    with torch.no_grad():
+        torch.compile(mine)(torch.randn(example.shape))
+    return torch.compiler.save_cache_artifacts()[0]
+
+
+def test_mega_cache_refuses_artifacts_of_another_block_of_the_same_shape():
+    fails(MEGA, own_block, says=("another graph", "0 hits"))
+
+
+# A sitecustomize.py that makes the check's fresh process end with a report of hits and the eager output,
+# whatever the bytes: what a PYTHONPATH (or a fake interpreter that sets one) brings into that process.
+FAKE_REPORT = textwrap.dedent('''
+    import atexit, json, sys
+    from pathlib import Path
+
+    def _fake():
+        import torch
+        from grader.checks.lesson02 import Block
+        folder = Path(sys.argv[1])
+        setup = json.loads((folder / "setup.json").read_text())
+        model = Block(setup["width"]).eval()
+        model.norm.eps = setup.get("eps", model.norm.eps)
+        model.load_state_dict(torch.load(folder / "weights.pt", weights_only=True))
+        with torch.no_grad():
+            torch.save(model(torch.load(folder / "example.pt", weights_only=True)), folder / "out.pt")
+        print(json.dumps({"empty": True, "loaded": {"inductor": 1}, "inductor": {"fxgraph_cache_hit": 1}}), flush=True)
+
+    atexit.register(_fake)
+''')
+
+
+def _fake_site() -> str:
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="fake-site-")
+    with open(os.path.join(folder, "sitecustomize.py"), "w") as f:
+        f.write(FAKE_REPORT)
+    return folder
+
+
+def fake_interpreter(model, example):  # replaces sys.executable with a script that brings the fake in
+    folder = _fake_site()
+    script = os.path.join(folder, "python")
+    with open(script, "w") as f:
+        f.write(f'#!/bin/sh\nPYTHONPATH="{folder}" exec "{sys.executable}" "$@"\n')
+    os.chmod(script, 0o755)
+    sys.executable = script
+    return b"not artifacts at all"
+
+
+@pytest.mark.skipif(not os.path.exists("/bin/sh"), reason="the fake interpreter is a shell script")
+def test_mega_cache_starts_the_interpreter_it_was_imported_under(monkeypatch):
+    monkeypatch.setattr(sys, "executable", sys.executable)  # put back after the answer replaces it
+    fails(MEGA, fake_interpreter, says=("could not read",))
+
+
+# --- code run when the answers are unpickled, through the real check worker ----------------------------
+
+def _bring_in_the_fake_report():
+    """Runs when save_warm_start is unpickled (as its default): no torch function or config changes, only
+    the environment the check's fresh process used to inherit."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (_fake_site(), os.environ.get("PYTHONPATH"))))
+
+
+class FakeReport:
+    def __reduce__(self):
+        return _bring_in_the_fake_report, ()
+
+
+def junk_warm_start(model, example, _loaded=FakeReport()):
+    return b"not artifacts at all"
+
+
+def test_answers_that_run_code_when_unpickled_fail_in_the_worker(tmp_path):
+    path = answers_file(tmp_path, save_warm_start=junk_warm_start)
+    mega, = check_answers([registry.get(MEGA)], path, timeout=300)
+    assert mega.status is Status.FAILED and mega.points == 0, mega
+    assert "could not read" in mega.message, mega

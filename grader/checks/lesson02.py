@@ -297,8 +297,9 @@ def regional_compile(compile_regionally):
 # --- 02.mega_cache -----------------------------------------------------------------------------------
 
 # Runs in a fresh interpreter whose TORCHINDUCTOR_CACHE_DIR is a new, empty folder: it loads the learner's
-# artifacts, compiles the grader's Block the way the exercise asks (default torch.compile, no_grad) and
-# reports Inductor's cache counters. Its output tensor is saved for the parent to compare with eager.
+# artifacts, compiles the grader's Block (its width, LayerNorm eps and weights as drawn by the check) the way
+# the exercise asks (default torch.compile, no_grad) and reports Inductor's cache counters. Its output tensor
+# is saved for the parent to compare with eager.
 _WARM_START_PROGRAM = r'''
 import json, sys
 from pathlib import Path
@@ -321,14 +322,45 @@ info = torch.compiler.load_cache_artifacts((folder / "artifacts.bin").read_bytes
 report["loaded"] = None if info is None else {kind: len(keys) for kind, keys in info.artifacts.items()}
 if info is not None:
     model = Block(setup["width"]).eval()
+    model.norm.eps = setup["eps"]  # a constant of the graph, so part of its cache key
     model.load_state_dict(torch.load(folder / "weights.pt", weights_only=True))
     example = torch.load(folder / "example.pt", weights_only=True)
-    with torch.no_grad():
-        out = torch.compile(model)(example)
-    torch.save(out, folder / "out.pt")
+    from torch._inductor import compile_fx
+
+    class Missed(Exception):
+        pass
+
+    def missed(*args, **kwargs):  # called on an FX graph cache miss: the verdict is known, skip the compile
+        raise Missed()
+
+    if hasattr(compile_fx, "fx_codegen_and_compile"):
+        compile_fx.fx_codegen_and_compile = missed
+    try:
+        with torch.no_grad():
+            out = torch.compile(model)(example)
+        torch.save(out, folder / "out.pt")
+    except Exception:
+        if not counters["inductor"].get("fxgraph_cache_miss"):
+            raise
     report["inductor"] = dict(counters["inductor"])
 print(json.dumps(report), flush=True)
 '''
+
+
+def _starting_environment() -> dict[str, str]:
+    """The environment variables this process started with: on Linux ``/proc/self/environ`` (which code
+    run in the process cannot change), elsewhere ``os.environ`` as it was when this module was imported
+    (a check process imports it before loading any answer)."""
+    try:
+        raw = open("/proc/self/environ", "rb").read()
+    except OSError:
+        return dict(_ENVIRON)
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {key.decode(errors="surrogateescape"): value.decode(errors="surrogateescape") for key, value in pairs}
+
+
+_ENVIRON = tuple(__import__("os").environ.items())
+_PYTHON = __import__("sys").executable
 
 
 def _load_in_fresh_process(data: bytes, model: Block, example: torch.Tensor, timeout: float = 150) -> tuple[dict, torch.Tensor | None]:
@@ -349,11 +381,15 @@ def _load_in_fresh_process(data: bytes, model: Block, example: torch.Tensor, tim
         torch.save(model.state_dict(), folder / "weights.pt")
         torch.save(example, folder / "example.pt")
         width = model.norm.normalized_shape[0]
-        (folder / "setup.json").write_text(json.dumps({"width": width, "threads": torch.get_num_threads(),
+        (folder / "setup.json").write_text(json.dumps({"width": width, "eps": model.norm.eps,
+                                                        "threads": torch.get_num_threads(),
                                                         "fp32_precision": probes.fp32_precision_state()}))
-        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(empty)}
+        # The environment this process started with, not os.environ as learner code may have left it (a
+        # PYTHONPATH to a sitecustomize.py that fakes the report, LD_PRELOAD, ...), and the interpreter
+        # this module was imported under, not a sys.executable learner code replaced.
+        env = {**_starting_environment(), "TORCHINDUCTOR_CACHE_DIR": str(empty)}
         env.pop("TRITON_CACHE_DIR", None)
-        done = subprocess.run([sys.executable, "-c", _WARM_START_PROGRAM, str(folder)], env=env, cwd=tmp,
+        done = subprocess.run([_PYTHON, "-c", _WARM_START_PROGRAM, str(folder)], env=env, cwd=tmp,
                               capture_output=True, text=True, timeout=timeout)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         last_error = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:200]
@@ -376,8 +412,12 @@ def mega_cache(save_warm_start):
     from torch.compiler._cache import CacheArtifactManager
 
     gen = probes.fresh_generator()
-    width = int(torch.randint(6, 40, (1,), generator=gen))  # drawn: no artifacts saved beforehand can match
+    width = int(torch.randint(6, 40, (1,), generator=gen))
     model = Block(width).eval()
+    # The LayerNorm's eps is drawn from a continuum: a constant of the graph, so of its cache key. Artifacts
+    # made before the check (for every width and batch it can draw) or from another Block of the same shape
+    # (its default eps) are for another graph, and miss.
+    model.norm.eps = float(torch.empty(()).uniform_(1e-6, 1e-4, generator=gen))
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
