@@ -122,7 +122,7 @@ class Integrity:
 
     def __init__(self) -> None:
         self._spaces, self._configs = self._namespaces()  # what exists now; modules imported later are not watched
-        self._modules_before = set(sys.modules)
+        self._modules_before, self._fresh = set(sys.modules), None
         self.before = self._take()
         self._known = set().union(*(ids for _, ids, _ in self.before["spaces"].values()))
 
@@ -132,8 +132,9 @@ class Integrity:
         ``Placement.__eq__`` when torch.distributed.tensor is first imported): only when a watched module was
         imported since, and only a new Python function (unwrapped from a partial, property, static or class
         method) whose code comes from an installed package's file, not the grader's. Learner code (a notebook's
-        functions come from its cells) and a function of torch's put in another's place are not. Not caught: a
-        new function object made, on purpose, from the code object of one of torch's functions."""
+        functions come from its cells) and a function of torch's put in another's place are not, unless a
+        newly imported module holds it too. Not caught: a new function object made, on purpose, from the code
+        object of one of torch's, or an alias that an import the learner caused also brought in."""
         import functools
 
         if not fresh_modules:
@@ -147,10 +148,23 @@ class Integrity:
                 value = value.fget
             else:
                 break
+        if id(value) in self._fresh_values():  # what a newly imported module holds (executorch's pytree
+            return True                         # module sets TreeSpec.to_str = treespec_dumps, imported by it)
         code = getattr(value, "__code__", None)
         if code is None or id(value) in self._known:
             return False
         return _installed_file(code.co_filename)
+
+    def _fresh_values(self) -> set[int]:
+        """Identities of the values in the namespaces of watched modules imported since the snapshot."""
+        if self._fresh is not None:
+            return self._fresh
+        fresh = self._fresh = set()
+        for name in set(sys.modules) - self._modules_before:
+            module = sys.modules.get(name)
+            if _watched(name) and isinstance(getattr(module, "__dict__", None), dict):
+                fresh.update(map(id, list(module.__dict__.values())))
+        return fresh
 
     @staticmethod
     def _namespaces():
@@ -199,7 +213,7 @@ class Integrity:
                 taken["configs"][name] = {k: repr(v) for k, v in module.get_config_copy().items()}
             except Exception:
                 pass
-        taken["sys"] = (id(sys.modules), id(builtins.__import__))
+        taken["sys"] = _interpreter_hooks()
         return taken
 
     def changed(self, limit: int = 5) -> list[str]:
@@ -207,6 +221,7 @@ class Integrity:
         from operator import attrgetter
 
         before, now = self.before, self._take()
+        self._fresh = None
         fresh = any(_watched(n) for n in set(sys.modules) - self._modules_before)
         names = []
         for name, (keys, ids, items) in before["spaces"].items():
@@ -216,11 +231,14 @@ class Integrity:
             if keys_now == keys and ids_now == ids:
                 continue
             is_class = "__spec__" not in items  # a class's namespace (its dunders are methods: __call__, __eq__)
+            is_grader = name == PACKAGE or name.startswith(PACKAGE + ".")  # its data too (a check's drill bank)
             for key, value in items_now.items():  # a function replaced, or a method added over an inherited one
                 old = items.get(key, _ABSENT)
                 if old is value or (key.startswith("__") and not is_class):
                     continue
-                if (_is_member(old) or (is_class and old is _ABSENT and _is_member(value))) \
+                if is_grader and old is not _ABSENT:
+                    names.append(f"{name}.{key}")
+                elif (_is_member(old) or (is_class and old is _ABSENT and _is_member(value))) \
                         and not self._torch_did_it(value, fresh):
                     names.append(f"{name}.{key}")
             names += [f"{name}.{key}" for key, old in items.items()
@@ -232,11 +250,30 @@ class Integrity:
             values_now = now["configs"].get(name, values)
             names += [f"{name}.{k}" for k, v in values.items() if values_now.get(k, v) != v]
         if now["sys"] != before["sys"]:
-            names.append("sys.modules or builtins.__import__")
+            names += [f"{what} (set by your code)" for what, value in now["sys"].items() if before["sys"].get(what) != value]
         return sorted(set(names))[:limit]
 
 
 _ABSENT = object()
+
+
+def _interpreter_hooks() -> dict[str, tuple]:
+    """What changes how code runs without replacing a function: the import machinery, a tracer or profiler
+    (which can rewrite a frame's locals), and torch's function and dispatch mode stacks (a mode pushed
+    when an answer is unpickled would see, and could change, every torch call a check makes)."""
+    hooks = {"sys.modules": (id(sys.modules),), "builtins.__import__": (id(builtins.__import__),),
+             "sys.meta_path": tuple(map(id, sys.meta_path)), "sys.path_hooks": tuple(map(id, sys.path_hooks)),
+             "sys.settrace": (id(sys.gettrace()),), "sys.setprofile": (id(sys.getprofile()),)}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+            hooks["torch function modes"] = tuple(map(id, torch.overrides._get_current_function_mode_stack()))
+            hooks["torch dispatch modes"] = tuple(map(id, _get_current_dispatch_mode_stack()))
+        except Exception:
+            pass
+    return hooks
 
 
 def _installed_file(filename: str) -> bool:

@@ -93,3 +93,35 @@ def test_torch_patching_its_classes_on_a_lazy_import_is_not_tampering_but_an_ali
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+def test_integrity_notices_a_mode_a_tracer_and_changed_grader_data():
+    """Not functions, but each changes what a check computes: a torch function mode (sees every torch call),
+    a tracer (can rewrite a frame's locals), and a grader module's data (lesson 09's drill bank)."""
+    import sys
+
+    import torch
+
+    import grader.checks.lesson09 as lesson09
+
+    class Nothing(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    data = next(k for k, v in vars(lesson09).items() if not k.startswith("__") and not callable(v)
+                and type(v).__name__ != "module")
+    saved = getattr(lesson09, data)
+    guard = trusted.Integrity()
+    mode = Nothing()
+    try:
+        mode.__enter__()
+        sys.settrace(lambda *a: None)
+        setattr(lesson09, data, None)
+        changed = guard.changed(limit=10)
+    finally:
+        sys.settrace(None)
+        mode.__exit__(None, None, None)
+        setattr(lesson09, data, saved)
+    assert {"torch function modes (set by your code)", "sys.settrace (set by your code)",
+            f"grader.checks.lesson09.{data}"} <= set(changed), changed
+    assert guard.changed() == []
