@@ -1,5 +1,5 @@
-"""Issue 29 item 1 for 02.regional_compile and 02.mega_cache (02.epilogue_kernels follows): each holds against
-the answers a class hands in; right answers written differently pass, misreadings and cheats fail.
+"""Issue 29 item 1 for 02.epilogue_kernels, 02.regional_compile and 02.mega_cache: each holds against the answers
+a class hands in; right answers written differently pass, misreadings and cheats fail.
 
 02.regional_compile (compile_regionally(model, backend): compile each repeated Block of a BlockStack with the
 given counting backend and return the model; the check draws the depth and the weights, runs three batch sizes):
@@ -39,6 +39,17 @@ cache hits, no misses, and eager's outputs):
   gets the environment this process started with (/proc/self/environ) and the interpreter the check module
   was imported under. (A miss there now ends its compile at once: the verdict is known.)
 
+02.epilogue_kernels (two ints: kernels in Inductor's output code for the grader's TwoLayer with epilogue
+fusion on and off, measured by the check):
+- right, written differently: numpy and 0-d torch integers, a count taken with `len(kernels_in(code))` in the
+  notebook (pass; tests/test_inductor_options.py has more).
+- misreadings: "nothing changes on a CPU", the one-layer counts, on and off swapped (test_inductor_options);
+  "fused, the whole model is one kernel" and "unfused, every pointwise op its own kernel" (half credit each);
+  the list of kernel names instead of their number (refused, now with a message saying so).
+- liars: int subclasses that equal anything, strings, floats, bools (refused before anything compiles).
+- code run when the answers are unpickled: an int whose unpickling replaces the check's measurement fails
+  through the real worker (the grader's functions are watched there; no defect found in this check).
+
 The cheats that run code when they are unpickled go through the real check worker (tests/test_pipeline.py's
 answers_file + grader.pipeline.check_answers).
 """
@@ -51,8 +62,10 @@ import sys
 import textwrap
 
 import cloudpickle
+import numpy as np
 import pytest
 import torch
+from hostile import LiarInt
 from test_pipeline import answers_file
 from verdicts import fails, passes
 
@@ -64,7 +77,7 @@ from grader.result import Status
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the cheats below travel by value, as a notebook's do
 
-REGIONAL, MEGA = "02.regional_compile", "02.mega_cache"
+REGIONAL, MEGA, EPILOGUE = "02.regional_compile", "02.mega_cache", "02.epilogue_kernels"
 
 
 # --- 02.regional_compile ---------------------------------------------------------------------------
@@ -342,7 +355,54 @@ def test_mega_cache_starts_the_interpreter_it_was_imported_under(monkeypatch):
     fails(MEGA, fake_interpreter, says=("could not read",))
 
 
+# --- 02.epilogue_kernels -------------------------------------------------------------------------------
+
+MEASURED = {True: ["cpp_fused_addmm_relu_0", "cpp_fused_addmm_mul_sigmoid_1"],
+            False: ["cpp_fused_addmm_0", "cpp_fused_relu_1", "cpp_fused_addmm_2", "cpp_fused_mul_sigmoid_3"]}
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """Kernels as this build measures them for TwoLayer (tests/test_inductor_options.py measures them live):
+    these tests are about reading the answers, so they are spared two max-autotune compiles each."""
+    monkeypatch.setattr(lesson02, "epilogue_kernel_counts", lambda: MEASURED)
+
+
+def test_epilogue_kernels_reads_counts_written_differently(measured):
+    """A count the learner took from output code with kernels_in (as the lesson does), numpy and torch ints."""
+    code = "".join(f"{name} = async_compile.cpp_pybinding(['float*'], 'source')\n" for name in MEASURED[True])
+    passes(EPILOGUE, len(lesson02.kernels_in(code)), np.int32(4))
+    passes(EPILOGUE, torch.tensor(2, dtype=torch.int16), 4)
+
+
+@pytest.mark.parametrize("answers", [(1, 4), (2, 7), (2, 6)])
+def test_epilogue_kernels_misreadings_get_half(answers, measured):
+    """(1, 4): "fused, the whole model is one kernel"; (2, 7): "unfused, every pointwise op a kernel";
+    (2, 6): "unfused, bias, activation and scaling each a kernel"."""
+    result = fails(EPILOGUE, *answers, says=("1/2 kernel counts right",))
+    assert result.points == 1.0
+
+
+def test_epilogue_kernels_refuses_the_list_of_names_and_liars(measured):
+    fails(EPILOGUE, MEASURED[True], 4, says=("number of kernels", "len()"))
+    fails(EPILOGUE, 2, tuple(MEASURED[False]), says=("number of kernels",))
+    fails(EPILOGUE, LiarInt(2), LiarInt(4), says=("plain int",))
+
+
 # --- code run when the answers are unpickled, through the real check worker ----------------------------
+
+def _rig_the_measurement():
+    """Runs when kernels_fused is unpickled: the check will measure one kernel each way, and the answer says 1."""
+    import grader.checks.lesson02 as checks
+
+    checks.epilogue_kernel_counts = lambda: {True: ["k"], False: ["k"]}
+    return 1
+
+
+class RiggedCount:
+    def __reduce__(self):
+        return _rig_the_measurement, ()
+
 
 def _bring_in_the_fake_report():
     """Runs when save_warm_start is unpickled (as its default): no torch function or config changes, only
@@ -360,7 +420,10 @@ def junk_warm_start(model, example, _loaded=FakeReport()):
 
 
 def test_answers_that_run_code_when_unpickled_fail_in_the_worker(tmp_path):
-    path = answers_file(tmp_path, save_warm_start=junk_warm_start)
-    mega, = check_answers([registry.get(MEGA)], path, timeout=300)
+    path = answers_file(tmp_path, kernels_fused=RiggedCount(), kernels_unfused=1, save_warm_start=junk_warm_start)
+    results = {r.id: r for r in check_answers([registry.get(EPILOGUE), registry.get(MEGA)], path, timeout=300)}
+    epilogue, mega = results[EPILOGUE], results[MEGA]
+    assert epilogue.status is Status.FAILED and epilogue.points == 0, epilogue
+    assert "epilogue_kernel_counts" in epilogue.message, epilogue
     assert mega.status is Status.FAILED and mega.points == 0, mega
     assert "could not read" in mega.message, mega

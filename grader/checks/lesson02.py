@@ -538,8 +538,16 @@ def epilogue_kernel_counts() -> dict[bool, list[str]]:
         return {fusion: output_kernels(model, x, epilogue_fusion=fusion, template=False) for fusion in (True, False)}
 
 
+def _kernel_count(name: str, value) -> int:
+    """A predicted count as a plain int; the list ``kernels_in`` gives (kernel names) is refused by name."""
+    if type(value) in (list, tuple) and len(value) and all(type(v) is str for v in value):
+        raise CheckFailed(f"`{name}`: give the number of kernels as a plain int (len() of your list of "
+                          f"{len(value)} names), not the names", measured=type(value).__name__, expected="a plain int")
+    return as_int(name, value)
+
+
 def epilogue_kernels(kernels_fused, kernels_unfused):
-    predicted = {True: as_int("kernels_fused", kernels_fused), False: as_int("kernels_unfused", kernels_unfused)}
+    predicted = {True: _kernel_count("kernels_fused", kernels_fused), False: _kernel_count("kernels_unfused", kernels_unfused)}
     measured = epilogue_kernel_counts()
     right = [fusion for fusion in (True, False) if predicted[fusion] == len(measured[fusion])]
     if len(right) < 2:
