@@ -330,6 +330,14 @@ def test_every_drawn_trace_separates_graphs_from_each_misreading(drawn):
     assert [truth["graphs"] % 2 for truth, _ in drawn] == [0, 1]
 
 
+def test_drawn_functions_never_have_as_many_graphs_as_frames_or_compiles():
+    for seed in range(300):
+        spec = lesson03.trace_scenario(torch.Generator().manual_seed(seed), seed % 2)
+        graphs, recompiles = spec["expected"]["graphs"], spec["expected"]["recompiles"]
+        frames = spec["source"].count("torch._dynamo.graph_break()") + 1
+        assert graphs % 2 == seed % 2 and graphs not in (frames, 1) and recompiles > 0, spec
+
+
 @pytest.mark.parametrize("summarize", [solution_summary, compile_ids_with_a_graph, by_regex], ids=lambda f: f.__name__)
 def test_read_trace_written_another_way_passes(replay, summarize):
     passes(replay, summarize)
@@ -410,3 +418,80 @@ def test_a_hard_coded_summary_and_the_starter(replay, drawn):
     truth = {key: drawn[0][0][key] for key in ("graphs", "recompiles")}
     fails(replay, lambda d: dict(truth) if any(pathlib.Path(d).iterdir()) else {"graphs": 0, "recompiles": 0})
     not_attempted(replay, lambda d: (_ for _ in ()).throw(NotImplementedError()))
+
+
+# --- 03.which_log ------------------------------------------------------------------------------------
+
+RIGHT_LOGS = {"why_recompiled": "recompiles", "which_breaks": "graph_breaks", "generated_code": "output_code"}
+
+
+def test_which_log_written_another_way_passes():
+    passes("03.which_log", {"why_recompiled": " recompiles_verbose", "which_breaks": "+graph_breaks",
+                            "generated_code": "output_code "})
+
+
+def test_which_log_misreadings_fail():
+    result = fails("03.which_log", {**RIGHT_LOGS, "why_recompiled": "guards", "generated_code": "kernel_code"},
+                   says=("'guards'", "tiny_kernel"))
+    assert result.points == pytest.approx(result.max_points / 3, abs=0.01)
+    fails("03.which_log", {**RIGHT_LOGS, "which_breaks": "+dynamo"}, says=("component",))
+    fails("03.which_log", {**RIGHT_LOGS, "which_breaks": "TORCH_LOGS=graph_breaks"}, says=("not an artifact",))
+    fails("03.which_log", {"why_recompiled": "recompiles"}, says=("'which_breaks': no answer",))
+
+
+def test_which_log_liars_are_refused():
+    fails("03.which_log", {q: LiarStr(v) for q, v in RIGHT_LOGS.items()}, says=("plain str",))
+    fails("03.which_log", LiarDict(RIGHT_LOGS), says=("dict",))
+    fails("03.which_log", list(RIGHT_LOGS.items()), says=("dict",))
+
+
+def _answers_file(tmp_path, **objects):
+    """Answers as a notebook's would travel: this module's functions by value (as __main__'s are)."""
+    import pickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        found = {name: ("ok", cloudpickle.dumps(value)) for name, value in objects.items()}
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    path = tmp_path / "answers.pkl"
+    path.write_bytes(pickle.dumps(found))
+    return path
+
+
+class RunsWhenLoaded:
+    """Unpickles as ``fn()``'s return value: code that runs in the check process when the answer is loaded."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __reduce__(self):
+        return self.fn, ()
+
+
+def _every_artifact_on_and_recompiles_into_guards():
+    import torch._dynamo.guards as guards
+
+    torch._logging._internal.log_state.is_artifact_enabled = lambda name: True
+    guards.recompiles_log = torch._logging.getArtifactLogger("torch._dynamo.guards", "guards")
+    return "loaded"
+
+
+def _no_questions():
+    from grader.checks import lesson03 as checks
+
+    checks.WHICH_LOG_QUESTIONS.clear()
+    return "loaded"
+
+
+@pytest.mark.parametrize("when_loaded, answer", [
+    (_every_artifact_on_and_recompiles_into_guards, {**RIGHT_LOGS, "why_recompiled": "guards"}),
+    (_no_questions, {"why_recompiled": "guards", "which_breaks": "graph_code", "generated_code": "kernel_code"}),
+], ids=["logging bent", "questions emptied"])
+def test_which_log_answer_that_bends_the_check_process_when_loaded_fails(tmp_path, when_loaded, answer):
+    """Passed before: the extra key's value runs code when the answer is unpickled in the check worker, and
+    what it changes (torch's log state and loggers, the check's question table) is data, not a function or a
+    config value that the worker's integrity check watches."""
+    path = _answers_file(tmp_path, which_log={**answer, "extra": RunsWhenLoaded(when_loaded)})
+    (result,) = check_answers([registry.get("03.which_log")], path, timeout=300)
+    assert result.status is Status.FAILED, result
