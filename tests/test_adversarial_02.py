@@ -350,8 +350,11 @@ def fake_interpreter(model, example):  # replaces sys.executable with a script t
 
 
 @pytest.mark.skipif(not os.path.exists("/bin/sh"), reason="the fake interpreter is a shell script")
-def test_mega_cache_starts_the_interpreter_it_was_imported_under(monkeypatch):
+def test_mega_cache_starts_the_interpreter_it_was_imported_under(monkeypatch, tmp_path):
+    import tempfile
+
     monkeypatch.setattr(sys, "executable", sys.executable)  # put back after the answer replaces it
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the answer leaves its fake
     fails(MEGA, fake_interpreter, says=("could not read",))
 
 
@@ -421,7 +424,8 @@ def junk_warm_start(model, example, _loaded=FakeReport()):
 
 def test_answers_that_run_code_when_unpickled_fail_in_the_worker(tmp_path):
     path = answers_file(tmp_path, kernels_fused=RiggedCount(), kernels_unfused=1, save_warm_start=junk_warm_start)
-    results = {r.id: r for r in check_answers([registry.get(EPILOGUE), registry.get(MEGA)], path, timeout=300)}
+    results = {r.id: r for r in check_answers([registry.get(EPILOGUE), registry.get(MEGA)], path, timeout=300,
+                                                  env={"TMPDIR": str(tmp_path)})}
     epilogue, mega = results[EPILOGUE], results[MEGA]
     assert epilogue.status is Status.FAILED and epilogue.points == 0, epilogue
     assert "epilogue_kernel_counts" in epilogue.message, epilogue
