@@ -257,13 +257,20 @@ class Integrity:
 _ABSENT = object()
 
 
+_CHILD_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONNOUSERSITE",
+                      "PYTHONSAFEPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH")
+
+
 def _interpreter_hooks() -> dict[str, tuple]:
     """What changes how code runs without replacing a function: the import machinery, a tracer or profiler
     (which can rewrite a frame's locals), and torch's function and dispatch mode stacks (a mode pushed
     when an answer is unpickled would see, and could change, every torch call a check makes)."""
     hooks = {"sys.modules": (id(sys.modules),), "builtins.__import__": (id(builtins.__import__),),
              "sys.meta_path": tuple(map(id, sys.meta_path)), "sys.path_hooks": tuple(map(id, sys.path_hooks)),
-             "sys.settrace": (id(sys.gettrace()),), "sys.setprofile": (id(sys.getprofile()),)}
+             "sys.settrace": (id(sys.gettrace()),), "sys.setprofile": (id(sys.getprofile()),),
+             "sys.executable": (sys.executable,)}
+    for name in _CHILD_ENVIRONMENT:  # what a check's child process would start under (torch sets others itself)
+        hooks[f"os.environ[{name!r}]"] = (os.environ.get(name),)
     torch = sys.modules.get("torch")
     if torch is not None:
         try:

@@ -97,7 +97,9 @@ def test_torch_patching_its_classes_on_a_lazy_import_is_not_tampering_but_an_ali
 
 def test_integrity_notices_a_mode_a_tracer_and_changed_grader_data():
     """Not functions, but each changes what a check computes: a torch function mode (sees every torch call),
-    a tracer (can rewrite a frame's locals), and a grader module's data (lesson 09's drill bank)."""
+    a tracer (can rewrite a frame's locals), a grader module's data (lesson 09's drill bank), and the
+    environment a check's child process starts under."""
+    import os
     import sys
 
     import torch
@@ -111,17 +113,20 @@ def test_integrity_notices_a_mode_a_tracer_and_changed_grader_data():
     data = next(k for k, v in vars(lesson09).items() if not k.startswith("__") and not callable(v)
                 and type(v).__name__ != "module")
     saved = getattr(lesson09, data)
+    old_path = os.environ.get("PYTHONPATH")
     guard = trusted.Integrity()
     mode = Nothing()
     try:
         mode.__enter__()
         sys.settrace(lambda *a: None)
         setattr(lesson09, data, None)
+        os.environ["PYTHONPATH"] = "/somewhere/with/a/sitecustomize"
         changed = guard.changed(limit=10)
     finally:
+        os.environ.pop("PYTHONPATH") if old_path is None else os.environ.__setitem__("PYTHONPATH", old_path)
         sys.settrace(None)
         mode.__exit__(None, None, None)
         setattr(lesson09, data, saved)
     assert {"torch function modes (set by your code)", "sys.settrace (set by your code)",
-            f"grader.checks.lesson09.{data}"} <= set(changed), changed
+            f"grader.checks.lesson09.{data}", "os.environ['PYTHONPATH'] (set by your code)"} <= set(changed), changed
     assert guard.changed() == []
