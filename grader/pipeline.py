@@ -226,7 +226,7 @@ class Worker:
     its files; ``answers`` is the answers file, or the folder it will be written to (outside ``folder``): a
     sandboxed worker sees only that, read-only, and ``root``, the trusted grader copy."""
 
-    def __init__(self, folder: Path, answers: Path, *, env: dict[str, str] | None = None,
+    def __init__(self, folder: Path, answers: Path, ids: list[str], *, env: dict[str, str] | None = None,
                  trust: Trust | None = None, root: Path | None = None, memory_mb: int | None = MEMORY_MB):
         import secrets
 
@@ -246,7 +246,7 @@ class Worker:
                                          env=worker_env, cwd=workdir)
         self.watchdog = limits.Watchdog(self.proc.pid, memory_mb).start()
         setup = {"memory_mb": memory_mb, "nonce": self.nonce, "manifest": trust.snapshot.manifest if trust else None,
-                 "root": str(root) if root else None}
+                 "root": str(root) if root else None, "ids": list(ids)}
         self._send(setup)
 
     def _send(self, message: dict) -> None:
@@ -302,7 +302,7 @@ def check_answers(
     results: dict[str, Result] = {}
     pending = [ex.id for ex in exercises]
     while pending:
-        proc_worker = worker or Worker(answers_file.parent, answers_file, env=env, trust=trust, root=root,
+        proc_worker = worker or Worker(answers_file.parent, answers_file, pending, env=env, trust=trust, root=root,
                                        memory_mb=memory_mb)
         worker = None  # after a restart, a new one
         proc_worker.judge(answers_file, pending)
@@ -404,7 +404,7 @@ def run_notebook(
         root = trust.worker_root(tmp) if trust else None
         early = None
         if trust is None or trust.sandboxed:
-            early = Worker(tmp, checked, env=env, trust=trust, root=root, memory_mb=memory_mb)
+            early = Worker(tmp, checked, [ex.id for ex in exercises], env=env, trust=trust, root=root, memory_mb=memory_mb)
         try:
             execution = execute_and_extract(
                 nb, names, path.parent.resolve(), checked / "answers.pkl",
