@@ -1,6 +1,7 @@
 """Checks for lesson 04: guards and recompilation. Call sequences live here once; the lesson shows them."""
 from __future__ import annotations
 
+import contextlib
 import random
 
 import torch
@@ -148,12 +149,86 @@ def name_the_guard(failed_guard):
     expect_prediction("the property whose guard failed", failed_guard, changed[0] if len(changed) == 1 else changed)
 
 
-# Exercise 04.predict_config: compiles of torch.compile(double) for these sizes under each setting.
+# The truth of 04.predict_config and 04.freezing is measured under torch as a fresh process starts, plus the
+# settings the exercise states: not under whatever this process changed before the check (a notebook cell that
+# left a setting on, or an answer whose unpickling ran code: issue 29). The build's MKL and oneDNN flags are
+# module attributes Inductor reads; they are taken here, when the check module is imported (in the check
+# worker: before any answer is loaded).
+_BUILD_FLAGS = {name: getattr(torch._C, name) for name in ("has_mkl", "_has_mkldnn") if hasattr(torch._C, name)}
+
+
+def _config_defaults_patches() -> list:
+    """One ``patch`` per torch config module (Dynamo, Inductor, fx, functorch, export, ...) that puts each
+    value this process changed back to its default. Values set from the environment stay (they are the
+    machine's, read at import), and so do aliases and deprecated names (their targets are reset)."""
+    import copy
+    import sys
+
+    from torch.utils import _config_module
+
+    unset = getattr(_config_module, "_UNSET_SENTINEL", object())
+    patches = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("torch.") or not isinstance(module, _config_module.ConfigModule):
+            continue
+        changed = {}
+        current = module.get_config_copy()  # read as it is: a first getattr would store a copy of a mutable default
+        for key, entry in module._config.items():
+            if (key not in current or getattr(entry, "alias", None) is not None or getattr(entry, "deprecated", False)
+                    or getattr(entry, "env_value_default", unset) is not unset
+                    or getattr(entry, "env_value_force", unset) is not unset):
+                continue
+            try:
+                if current[key] != entry.default:
+                    changed[key] = copy.deepcopy(entry.default)
+            except Exception:  # a value that cannot be compared: leave it
+                continue
+        if changed:
+            patches.append(module.patch(changed))
+    return patches
+
+
+@contextlib.contextmanager
+def as_stated(dynamo: dict | None = None, inductor: dict | None = None):
+    """Torch as a fresh process has it, then the ``dynamo`` and ``inductor`` config values the exercise
+    states: every config module at its defaults, the default compile stance, float32 as the default dtype,
+    float32 matmuls in full precision on oneDNN, oneDNN enabled, and the build's MKL/oneDNN flags as this
+    module found them. All restored on exit."""
+    import torch._inductor.config as inductor_config
+
+    mkldnn = torch.backends.mkldnn
+    with contextlib.ExitStack() as stack:
+        for patch in _config_defaults_patches():
+            stack.enter_context(patch)
+        stack.enter_context(torch._dynamo.config.patch(**(dynamo or {})))
+        stack.enter_context(inductor_config.patch(**(inductor or {})))
+        stack.enter_context(torch.compiler.set_stance("default"))
+        dtype, enabled, flags = torch.get_default_dtype(), mkldnn.enabled, {n: getattr(torch._C, n) for n in _BUILD_FLAGS}
+        precision = getattr(getattr(mkldnn, "matmul", None), "fp32_precision", None)  # torch 2.9 and later
+        try:
+            torch.set_default_dtype(torch.float32)
+            mkldnn.enabled = True
+            if precision is not None:
+                mkldnn.matmul.fp32_precision = "none"
+            for flag, value in _BUILD_FLAGS.items():
+                setattr(torch._C, flag, value)
+            yield
+        finally:
+            for flag, value in flags.items():
+                setattr(torch._C, flag, value)
+            if precision is not None:
+                mkldnn.matmul.fp32_precision = precision
+            mkldnn.enabled = enabled
+            torch.set_default_dtype(dtype)
+
+
+# Exercise 04.predict_config: compiles of torch.compile(double) for these sizes under each setting. Each row
+# states both settings, so that neither comes from the process.
 CONFIG_SIZES = (4, 8, 1, 16)
 CONFIGS = {
-    "default": {},
-    "automatic_dynamic_shapes=False": {"automatic_dynamic_shapes": False},
-    "assume_static_by_default=False": {"assume_static_by_default": False},
+    "default": {"automatic_dynamic_shapes": True, "assume_static_by_default": True},
+    "automatic_dynamic_shapes=False": {"automatic_dynamic_shapes": False, "assume_static_by_default": True},
+    "assume_static_by_default=False": {"automatic_dynamic_shapes": True, "assume_static_by_default": False},
 }
 
 
@@ -162,10 +237,11 @@ def double(x):
 
 
 def config_compiles() -> dict[str, int]:
-    """Compiles of ``double`` over CONFIG_SIZES under each setting in CONFIGS, measured now."""
+    """Compiles of ``double`` over CONFIG_SIZES under each setting in CONFIGS (on torch's defaults otherwise,
+    whatever this process changed), measured now."""
     counts = {}
     for label, config in CONFIGS.items():
-        with torch._dynamo.config.patch(**config):
+        with as_stated(dynamo=config):
             counts[label] = probes.count_compiles(double, [(torch.randn(n),) for n in CONFIG_SIZES]).compiles
     return counts
 
@@ -216,10 +292,33 @@ def freezing_follows() -> dict[bool, bool]:
     return follows
 
 
+def build_repacks() -> bool:
+    """Whether Inductor, as configured now, hands a frozen float32 Linear's weight to a matmul library in
+    that library's own layout on this build (MKL on x86, oneDNN on Arm's ACL: mkldnn_fusion._is_packable_linear),
+    the build read from the flags taken when this module was imported."""
+    import torch._inductor.config as inductor_config
+
+    try:
+        acl = bool(torch.ops.mkldnn._is_mkldnn_acl_supported())
+    except (AttributeError, RuntimeError):
+        acl = False
+    return bool(_BUILD_FLAGS.get("_has_mkldnn") and inductor_config.cpp.weight_prepack
+                and (_BUILD_FLAGS.get("has_mkl") or acl))
+
+
 def freezing(follows_without_freezing, follows_with_freezing):
     predicted = {False: as_bool("follows_without_freezing", follows_without_freezing),
                  True: as_bool("follows_with_freezing", follows_with_freezing)}
-    truth = freezing_follows()
+    with as_stated():  # freezing_follows sets freezing itself; the rest as a fresh process has it
+        truth, repacks = freezing_follows(), build_repacks()
+    if truth != {False: True, True: not repacks}:
+        # Measured live, and held against what this build does by Inductor's rule: a disagreement means torch's
+        # state in this process was changed (e.g. Inductor's weight-packing passes set up while oneDNN was off)
+        did = {True: "followed the new weight", False: "kept the old weight"}
+        raise RuntimeError(f"the compiled Linear {did[truth[True]]} with freezing and {did[truth[False]]} without, but "
+                           f"this build {'repacks' if repacks else 'does not repack'} a frozen Linear's weight (MKL: "
+                           f"{_BUILD_FLAGS.get('has_mkl')}, oneDNN: {_BUILD_FLAGS.get('_has_mkldnn')}): torch's state "
+                           "in this process was changed")
     said = {True: "follows the new weight", False: "keeps the old weight"}
     wrong = [f"{'with' if frozen else 'without'} freezing you predicted it {said[predicted[frozen]]}, but the compiled "
              f"output {'followed the new weight' if truth[frozen] else 'kept the old weight'}"
