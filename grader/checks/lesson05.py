@@ -187,6 +187,10 @@ def mean_gate(x):
 
 
 MAX_ELEMENTS = 64
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)  # what x + 1 and x * 2 run on, on CPU
+# torch.jit's own functions, taken when the check module is imported (in the check worker: before any answer
+# is loaded), so that an answer that replaces torch.jit.trace when it is unpickled does not replace the check's
+_JIT_TRACE, _JIT_SCRIPT = torch.jit.trace, torch.jit.script
 
 
 def as_small_tensor(name: str, value) -> torch.Tensor:
@@ -202,6 +206,9 @@ def as_small_tensor(name: str, value) -> torch.Tensor:
     if not value.is_floating_point():
         raise CheckFailed(f"`{name}`: give a floating-point tensor (e.g. torch.tensor([0.5, -2.0])), got dtype {value.dtype}",
                           measured=str(value.dtype), expected="a floating dtype")
+    if value.dtype not in FLOAT_DTYPES:
+        raise CheckFailed(f"`{name}`: give a float32 tensor (float64, float16 and bfloat16 do too), got dtype "
+                          f"{value.dtype}", measured=str(value.dtype), expected="torch.float32")
     if value.dim() != 1 or not 1 <= value.numel() <= MAX_ELEMENTS:
         raise CheckFailed(f"`{name}`: give a 1-D tensor of 1 to {MAX_ELEMENTS} elements, got shape {tuple(value.shape)}",
                           measured=tuple(value.shape), expected=f"(n,) with 1 <= n <= {MAX_ELEMENTS}")
@@ -212,30 +219,49 @@ def as_small_tensor(name: str, value) -> torch.Tensor:
 
 
 def traced_and_scripted(fn, example: torch.Tensor):
-    """``torch.jit.trace(fn, example)`` and ``torch.jit.script(fn)``, their warnings (deprecation, tracer)
-    silenced: here they are expected."""
+    """``torch.jit.trace(fn, example)`` and ``torch.jit.script(fn)`` (TorchScript on, whatever this process
+    set), their warnings (deprecation, tracer) silenced: here they are expected."""
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return torch.jit.trace(fn, example), torch.jit.script(fn)
+    from torch.jit import _state
+
+    enabled = _state._enabled.enabled
+    try:
+        _state._enabled.enabled = True  # PYTORCH_JIT=0 or torch.jit._state.disable() would return fn itself
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # check_trace=False: trace's own check traces again through the module's torch.jit.trace
+            traced, scripted = _JIT_TRACE(fn, example, check_trace=False), _JIT_SCRIPT(fn)
+    finally:
+        _state._enabled.enabled = enabled
+    for what, made in (("trace", traced), ("script", scripted)):
+        if type(made) is not torch.jit.ScriptFunction:
+            raise RuntimeError(f"torch.jit.{what} returned a {type(made).__name__}, not a ScriptFunction")
+    return traced, scripted
 
 
 def trace_wrong_input(wrong_input):
     x = as_small_tensor("wrong_input", wrong_input)
     gen = probes.fresh_generator()
-    example = 1.5 + torch.rand(4, generator=gen)  # mean above 1: the trace records the `x * 2` branch
+    example, control = (1.5 + torch.rand(4, generator=gen) for _ in range(2))  # means above 1: `x * 2` is recorded
     traced, scripted = traced_and_scripted(mean_gate, example)
+    for where, y in (("its own example", example), ("another input with mean above 1", control)):
+        if not (torch.equal(traced(y), mean_gate(y)) and torch.equal(scripted(y), mean_gate(y))):
+            raise RuntimeError(f"the trace or the script of mean_gate differs from eager on {where}: they cannot judge")
     eager_out, traced_out, scripted_out = mean_gate(x), traced(x), scripted(x)
-    gap = float((traced_out - eager_out).abs().max())
+    # equal values (an inf on both sides too: `x * 2` overflows in both) are no difference; inf - inf would be nan
+    gap = float(torch.where(traced_out == eager_out, 0.0, (traced_out - eager_out).abs()).max())
     expect(torch.allclose(scripted_out, eager_out), "the scripted function differs from eager on your input "
            "(it should not: script keeps the `if`); give an ordinary input")
     took = "x * 2" if bool(x.mean() > 1) else "x + 1"
-    tolerance = 1e-3 * max(1.0, float(eager_out.abs().max()))
-    if gap <= tolerance:
+    # beyond rounding: a few units in the last place of the output's dtype (the two branches agree where x is 1)
+    finite = eager_out[torch.isfinite(eager_out)].abs()
+    tolerance = 4 * torch.finfo(eager_out.dtype).eps * max(1.0, float(finite.max()) if finite.numel() else 1.0)
+    if not gap > tolerance:
         why = ("its mean is above 1, so eager takes the `x * 2` branch, the very branch the trace recorded"
                if took == "x * 2" else
-               "eager takes the `x + 1` branch, but on these values `x + 1` and `x * 2` agree (they do where x is 1)")
+               "eager takes the `x + 1` branch, but on these values `x + 1` and `x * 2` agree (they do where x is 1), "
+               "to within rounding")
         raise CheckFailed(f"on your input the trace is right: {why}; largest difference {gap:.2g}. Give an input "
                           "on which eager takes the other branch and the two branches give different numbers",
                           measured=f"trace - eager: {gap:.2g}", expected=f"more than {tolerance:.2g}")
