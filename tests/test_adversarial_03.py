@@ -4,15 +4,18 @@ another way pass, natural misreadings and cheats fail.
 03.custom_op (register(namespace) defines a custom op computing tone_curve, with a fake, and returns it)
   right, written differently: the solution's @torch.library.custom_op; torch.library.Library define + impl
     + register_fake, returning torch.ops.<ns>.tone_curve (a packet) or its .default (an overload); a
-    lambda that calls the op; device_types="cpu"; an op whose body computes the curve in torch ops (the
-    op still does the work, opaque to Dynamo).
-  misreadings: a plain-torch rewrite (no custom op); an op without a fake; an op in a fixed namespace.
+    lambda or a bound __call__ that calls the op; device_types="cpu"; an op whose body computes the curve
+    in torch ops (the op still does the work, opaque to Dynamo); a composite op defined with
+    torch.library.Library that calls the op (export keeps it as one node).
+  misreadings: a plain-torch rewrite (no custom op); an op without a fake, or with torch.empty_like as its
+    fake (a transposed input's strides); an op in a fixed namespace; a function calling two ops of the
+    namespace (which one is the op?).
   cheats (passed before, defect "structure present but not doing the work"): a custom op of the namespace
     called beside a plain rewrite that computes the output (its result discarded, multiplied by 0, or an
     identity op in front of the rewrite). The check now replaces the kernel of the op the graph calls by
     one returning random numbers: the eager, compiled and exported outputs must be those numbers. The op
-    `register` returns must be the one the exported graph calls, and Dynamo's own graph must hold it as a
-    node (opaque, not traced into).
+    judged is the op object `register` returned where the exported graph calls it, else the one op of the
+    namespace that graph calls; Dynamo's own graph must hold it as a node (opaque, not traced into).
   transport (tests/test_transport.py): a register that uses torch.ops.<namespace> could not be pickled.
 
 03.which_log ({question: artifact name})
@@ -24,8 +27,8 @@ another way pass, natural misreadings and cheats fail.
     that bends torch's logging in the check process: making every artifact count as enabled and sending
     the recompile message to the guards logger passed `guards` (defect: loggers and log state are data the
     worker's integrity check does not watch); emptying the check's question table passed any answer. The
-    check now judges the names in a fresh interpreter that gets only the strings, with its questions
-    written in its code.
+    check now judges the names in a fresh interpreter that gets only the strings (and reads its own,
+    untouched, question table).
 
 03.read_trace (summarize_trace(trace_dir) -> {"graphs", "recompiles"})
   right, written differently: counting dynamo_output_graph records, or compile ids with a graph (each
@@ -200,6 +203,12 @@ def test_misreadings_of_custom_op_fail():
         return torch.library.custom_op(f"{namespace}::tone_curve", tone_curve, mutates_args=(), schema="(Tensor x) -> Tensor")
 
     fails("03.custom_op", without_fake, says=("register_fake",))
+    def empty_like_fake(namespace):  # copies a transposed input's strides; the real output is contiguous
+        op = torch.library.custom_op(f"{namespace}::tone_curve", tone_curve, mutates_args=(), schema="(Tensor x) -> Tensor")
+        op.register_fake(torch.empty_like)
+        return op
+
+    fails("03.custom_op", empty_like_fake, says=("opcheck",))
     fixed = _op("course_adversarial_fixed", "tone_curve", tone_curve)
     fails("03.custom_op", lambda namespace: fixed, says=("not an op in the namespace",))
     not_attempted("03.custom_op", lambda namespace: (_ for _ in ()).throw(NotImplementedError()))
