@@ -210,7 +210,7 @@ class Integrity:
         taken["code"] = (functions, tuple(map(id, map(attrgetter("__code__"), functions))))
         for name, module in configs:
             try:
-                taken["configs"][name] = {k: repr(v) for k, v in module.get_config_copy().items()}
+                taken["configs"][name] = {k: _value_print(v) for k, v in module.get_config_copy().items()}
             except Exception:
                 pass
         taken["sys"] = _interpreter_hooks()
@@ -255,6 +255,23 @@ class Integrity:
 
 
 _ABSENT = object()
+
+
+def _value_print(value, depth: int = 0) -> str:
+    """A config value as text that is the same for equal plain values (a set's items sorted: its order
+    changes with the hash seed) and differs when the type does; never calls a learner object's ``__eq__``."""
+    kind = type(value)
+    if depth > 20:
+        return "..."
+    if kind in (set, frozenset):
+        items = sorted(_value_print(v, depth + 1) for v in value)
+    elif kind in (list, tuple):
+        items = [_value_print(v, depth + 1) for v in value]
+    elif kind is dict:
+        items = sorted(f"{_value_print(k, depth + 1)}: {_value_print(v, depth + 1)}" for k, v in value.items())
+    else:
+        return f"{kind.__module__}.{kind.__qualname__}:{value!r}"
+    return f"{kind.__name__}[{', '.join(items)}]"
 
 
 _CHILD_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONNOUSERSITE",

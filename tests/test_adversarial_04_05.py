@@ -346,11 +346,9 @@ def test_trace_wrong_input_answer_that_leaves_a_torch_function_mode_fails(tmp_pa
     assert result.status is not Status.PASSED, result
 
 
-# Not ours to fix (grader/trusted.py): the worker compares torch config values by repr, and Inductor's compile
-# stores a copy of Dynamo's set `_save_config_ignore`, whose repr lists its items in another order under some
-# hash seeds (2, 5, 7 of 1-8 here): the right answer then fails as "your code replaced or changed
-# torch._dynamo.config._save_config_ignore". The old freezing check did the same. Remove the marker when fixed.
-@pytest.mark.xfail(strict=True, reason="trusted.Integrity compares config sets by repr (order varies by hash seed)")
+# Inductor's compile stores a copy of Dynamo's set `_save_config_ignore`, whose repr lists its items in another
+# order under some hash seeds (2, 5, 7 of 1-8 here): when the worker compared config values by repr, the right
+# answer failed as "your code replaced or changed torch._dynamo.config._save_config_ignore" (this test failed).
 def test_freezing_right_answer_passes_through_the_worker_whatever_the_hash_seed(tmp_path):
     path = answers_file(tmp_path, follows_without_freezing=FREEZING_TRUTH[0], follows_with_freezing=FREEZING_TRUTH[1])
     (result,) = check_answers([registry.get("04.freezing")], path, timeout=300, env={"PYTHONHASHSEED": "2"})
