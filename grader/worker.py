@@ -6,6 +6,7 @@ and prints one JSON result per line as soon as it is known (so a later hang lose
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import sys
 
@@ -130,6 +131,7 @@ def main(argv: list[str]) -> int:
         importlib.import_module(f"grader.checks.lesson{lesson}")
     expected = argv[1:] or setup.get("ids", [])  # the exercises to judge, known when the worker is started
     _warm_up([registry.get(i) for i in expected])
+    integrity = Integrity()  # no learner code has run here yet: taken while the kernel may still be running
     if argv:
         answers_file, ids = argv[0], argv[1:]
     else:
@@ -145,7 +147,6 @@ def main(argv: list[str]) -> int:
                                        "the grader's files were changed during grading (" + problems[0] + "); "
                                        "not judged").to_dict()))
             return 0
-    integrity = Integrity()
     with open(answers_file, "rb") as f:
         found = pickle.load(f)  # a dict of cloudpickle payloads: the answers load one by one below
     emit("READY")  # imports done: from here on the pipeline times each check separately
@@ -187,4 +188,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # every result is written and flushed: skip tearing down torch (a few tenths of a second)
