@@ -250,11 +250,52 @@ class Integrity:
             values_now = now["configs"].get(name, values)
             names += [f"{name}.{k}" for k, v in values.items() if values_now.get(k, v) != v]
         if now["sys"] != before["sys"]:
-            names += [f"{what} (set by your code)" for what, value in now["sys"].items() if before["sys"].get(what) != value]
+            names += [f"{what} (set by your code)" for what in sorted(set(now["sys"]) | set(before["sys"]))
+                      if before["sys"].get(what) != now["sys"].get(what)]
         return sorted(set(names))[:limit]
 
 
 _ABSENT = object()
+
+
+_AUDIT = {"installed": False, "added": 0}  # a dict changed in place: its identity, which Integrity watches, stays
+
+
+def _audit(event: str, args) -> None:
+    if event == "sys.addaudithook":
+        _AUDIT["added"] += 1
+
+
+class LoadGuard:
+    """What nothing but the learner's code could change while an answer is unpickled, taken just before and
+    compared just after: the grader modules' data by value (a dict edited in place keeps its identity: lesson
+    04's CONFIGS, lesson 09's drill bank), the threads running, and audit hooks added. Not compared after a
+    check: checks fill their own caches, and torch's compiles start threads."""
+
+    def __init__(self) -> None:
+        if not _AUDIT["installed"]:
+            sys.addaudithook(_audit)  # the only way to see one added: they cannot be listed
+            _AUDIT["installed"] = True
+        self.before = self._take()
+
+    @staticmethod
+    def _take() -> dict[str, str]:
+        import threading
+        from types import ModuleType
+
+        taken = {"threads": ",".join(sorted(str(t.ident) for t in threading.enumerate())),
+                 "audit hooks": str(_AUDIT["added"])}
+        for name, module in list(sys.modules.items()):
+            if not (name == PACKAGE or name.startswith(PACKAGE + ".")) or not isinstance(module, ModuleType):
+                continue
+            for key, value in list(vars(module).items()):
+                if not key.startswith("__") and not callable(value) and not isinstance(value, ModuleType):
+                    taken[f"{name}.{key}"] = _value_print(value)
+        return taken
+
+    def changed(self) -> list[str]:
+        now = self._take()
+        return sorted(k for k in set(self.before) | set(now) if self.before.get(k) != now.get(k))[:5]
 
 
 def _value_print(value, depth: int = 0) -> str:
@@ -274,8 +315,12 @@ def _value_print(value, depth: int = 0) -> str:
     return f"{kind.__name__}[{', '.join(items)}]"
 
 
-_CHILD_ENVIRONMENT = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONNOUSERSITE",
-                      "PYTHONSAFEPATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH")
+def _child_environment() -> dict[str, str | None]:
+    """The environment a check's child process starts under that torch does not set itself: every PYTHON*
+    variable (PYTHONPATH, PYTHONPYCACHEPREFIX, PYTHONSTARTUP, ...), the dynamic linker's LD_*, PATH, and
+    coverage's start-up hook."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith(("PYTHON", "LD_")) or k in ("PATH", "COVERAGE_PROCESS_START")}
 
 
 def _interpreter_hooks() -> dict[str, tuple]:
@@ -286,8 +331,10 @@ def _interpreter_hooks() -> dict[str, tuple]:
              "sys.meta_path": tuple(map(id, sys.meta_path)), "sys.path_hooks": tuple(map(id, sys.path_hooks)),
              "sys.settrace": (id(sys.gettrace()),), "sys.setprofile": (id(sys.getprofile()),),
              "sys.executable": (sys.executable,)}
-    for name in _CHILD_ENVIRONMENT:  # what a check's child process would start under (torch sets others itself)
-        hooks[f"os.environ[{name!r}]"] = (os.environ.get(name),)
+    hooks["sys.pycache_prefix"] = (sys.pycache_prefix,)
+    hooks["gc.callbacks"] = tuple(map(id, __import__("gc").callbacks))
+    for name, value in sorted(_child_environment().items()):  # what a check's child process would start under
+        hooks[f"os.environ[{name!r}]"] = (value,)
     torch = sys.modules.get("torch")
     if torch is not None:
         try:

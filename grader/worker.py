@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
     from . import registry, runtime
     from .checking import run_check
     from .result import Result, Status
-    from .trusted import Integrity, verify_loaded
+    from .trusted import Integrity, LoadGuard, verify_loaded
 
     runtime.quiet()
     for lesson in registry.lessons():  # every check module, before any learner code
@@ -153,6 +153,7 @@ def main(argv: list[str]) -> int:
     for exercise_id in ids:
         ex = registry.get(exercise_id)
         answers, problem = [], None
+        guard = LoadGuard()
         for name in ex.answers:
             state, payload = found.get(name, ("missing", None))
             if state == "missing":
@@ -167,7 +168,8 @@ def main(argv: list[str]) -> int:
             except Exception as e:
                 problem = (Status.ERROR, f"`{name}` could not be loaded for grading ({type(e).__name__}: {e})"[:300])
                 break
-        replaced = integrity.changed() if any(_runs_code(found.get(name, ("", b""))[1]) for name in ex.answers) else []
+        replaced = (integrity.changed() + guard.changed()
+                    if any(_runs_code(found.get(name, ("", b""))[1]) for name in ex.answers) else [])
         if replaced:  # unpickling ran the answer's code, and it changed what the check would run under
             result = Result(ex.id, Status.FAILED, 0, ex.points,
                             f"loading your answer changed {', '.join(replaced)}: no points for this exercise")

@@ -571,6 +571,9 @@ UNSTABLE = {
     "clock": _sometimes("int(time.time()) % 2", "import time\n\n"),
     "hash": _sometimes("hash('drill') % 2"),
     "call_stack": _sometimes("'write_a_drill' in [s.function for s in inspect.stack()]", "import inspect\n\n"),
+    # the reviewer's: draw, then put torch's generator back, so its state shows no draw (passed 3/3)
+    "rng_state_restored": _sometimes("COIN", "_s = torch.get_rng_state()\nCOIN = bool(torch.rand(()) > 0.5)\n"
+                                             "torch.set_rng_state(_s)\n\n"),
 }
 
 

@@ -133,3 +133,47 @@ def test_an_answer_that_changes_config_or_a_torch_function_when_loaded_fails_and
         assert shape.status is Status.FAILED and shape.points == 0, shape
         assert "loading your answer changed" in shape.message and named in shape.message, shape.message
         assert results["00.predict_dtype"].status is Status.PASSED, results["00.predict_dtype"]
+
+
+def _edit_grader_data():
+    import grader.checks.lesson04 as lesson04
+    key = next(iter(lesson04.CONFIGS))
+    lesson04.CONFIGS[key] = None  # in place: the dict keeps its identity
+    return (8, 5, 3)
+
+
+def _set_environment(name, value):
+    import os
+    os.environ[name] = value
+    return (8, 5, 3)
+
+
+def _add_gc_callback():
+    import gc
+    gc.callbacks.append(lambda phase, info: None)
+    return (8, 5, 3)
+
+
+def _start_thread():
+    import threading
+    import time
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+    return (8, 5, 3)
+
+
+def test_an_answer_that_edits_grader_data_the_environment_gc_or_threads_when_loaded_fails(tmp_path):
+    """Found by issue 29's reviewer: a grader dict edited in place keeps its identity (04.predict_config passed a
+    wrong count), PYTHONPYCACHEPREFIX made a check's fresh process load forged bytecode (03.which_log), a gc
+    callback swapped a function during the check and put it back; a thread left running could do the same."""
+    import torch
+
+    exercises = registry.exercises("00")[:2]
+    for cheat, named in ((LoadsAs(_edit_grader_data), "grader.checks.lesson04.CONFIGS"),
+                         (LoadsAs(_set_environment, "PYTHONPYCACHEPREFIX", str(tmp_path)), "PYTHONPYCACHEPREFIX"),
+                         (LoadsAs(_add_gc_callback), "gc.callbacks"),
+                         (LoadsAs(_start_thread), "threads")):
+        path = answers_file(tmp_path, predicted_shape=cheat, predicted_dtype=torch.float32)
+        results = {r.id: r for r in check_answers(exercises, path, timeout=60)}
+        shape = results["00.predict_shape"]
+        assert shape.status is Status.FAILED and named in shape.message, shape
+        assert results["00.predict_dtype"].status is Status.PASSED, results["00.predict_dtype"]

@@ -116,6 +116,8 @@ UNSTABLE_NAMES = frozenset({
 UNSTABLE_ATTRIBUTES = UNSTABLE_NAMES - {"compile", "id"} | frozenset({
     "seed", "urandom", "getrandbits", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time_ns",
     "process_time", "thread_time", "now", "today", "utcnow", "_getframe", "f_back", "f_locals", "f_globals",
+    # drawing, then putting torch's generator back as it was, hides the draw from the generator's state
+    "get_rng_state", "set_rng_state", "manual_seed", "initial_seed", "fork_rng", "Generator", "get_state", "set_state",
 })
 
 # Choices are counts, compared as numbers: "3", "3.0", " three ", "3 graphs" and 3 are one choice.
