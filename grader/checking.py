@@ -13,6 +13,7 @@ learner's code, while a crash in the check itself is reported as a grader error.
 """
 from __future__ import annotations
 
+import contextlib
 import traceback
 import warnings
 from typing import Any, Callable, Iterable, Sequence
@@ -86,15 +87,53 @@ def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
 
 
 def call(fn: Callable, *args: Any, name: str = "your function", **kwargs: Any) -> Any:
-    """Call learner code; its exceptions become a CheckFailed (or NotAttempted for the starter stub)."""
+    """Call learner code; its exceptions become a CheckFailed (or NotAttempted for the starter stub). In the
+    check worker, every return (or raise) is followed by the worker's comparison (``watch``)."""
+    value = None
     try:
-        return fn(*args, **kwargs)
+        value = fn(*args, **kwargs)
+        return value
     except NotImplementedError as e:
         raise NotAttempted(f"`{name}` still raises NotImplementedError: replace the starter code") from e
     except (CheckFailed, NotAttempted):
         raise
     except (Exception, SystemExit) as e:  # SystemExit too: learner code must not end the check quietly
         raise CheckFailed(f"calling `{name}` raised {type(e).__name__}: {_short(e)}") from e
+    finally:
+        if _WATCH["compare"] is not None and not _WATCH["paused"]:
+            _WATCH["compare"]((fn, args, kwargs, value))
+
+
+class Tampered(BaseException):
+    """Learner code changed what checks run under (raised by the worker's comparison after it returned). A
+    BaseException: no check's ``except Exception`` can turn it into a verdict."""
+
+    def __init__(self, changed: list[str]):
+        super().__init__(", ".join(changed))
+        self.changed = changed
+
+
+# The check worker's comparison (grader.worker): run after every return from learner code, it names what the
+# code replaced or changed since the worker's snapshot (a patch restored before the check ends would otherwise
+# go unseen: it could steer the check's own reference computation) and raises Tampered. It is given what the
+# call touched, to keep alive until the check is over: their finalizers run after the check's last comparison.
+_WATCH: dict[str, Any] = {"compare": None, "paused": 0}
+
+
+def watch(compare: Callable[[tuple], None] | None) -> None:
+    _WATCH["compare"] = compare
+
+
+@contextlib.contextmanager
+def unwatched():
+    """Calls whose time is measured (a race): compared once, after them, not after each."""
+    _WATCH["paused"] += 1
+    try:
+        yield
+    finally:
+        _WATCH["paused"] -= 1
+        if _WATCH["compare"] is not None and not _WATCH["paused"]:
+            _WATCH["compare"](())
 
 
 def expect(condition: bool, message: str, *, measured: Any = None, expected: Any = None) -> None:

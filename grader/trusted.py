@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import os
 import stat
@@ -135,7 +136,6 @@ class Integrity:
         functions come from its cells) and a function of torch's put in another's place are not, unless a
         newly imported module holds it too. Not caught: a new function object made, on purpose, from the code
         object of one of torch's, or an alias that an import the learner caused also brought in."""
-        import functools
 
         if not fresh_modules:
             return False
@@ -345,6 +345,47 @@ def _interpreter_hooks() -> dict[str, tuple]:
         except Exception:
             pass
     return hooks
+
+
+def learner_threads(limit: int = 3) -> list[str]:
+    """Threads that run learner code, or were made to: a thread whose class, target or timer function is not a
+    Python function of an installed package or of the grader, or with a frame of a notebook's code on its stack
+    (a task handed to a pool). Torch's own threads (a compile's workers, tqdm's monitor) run installed code.
+    Not seen: code compiled from a string (its file is "<string>") run by a pool's thread."""
+    import threading
+
+    frames = sys._current_frames()
+    found = []
+    for thread in threading.enumerate():
+        entries = [type(thread).run, getattr(thread, "_target", None), getattr(thread, "function", None)]
+        suspect = any(entry is not None and not _trusted_function(entry) for entry in entries)
+        frame = frames.get(thread.ident)
+        while frame is not None and not suspect:
+            filename = frame.f_code.co_filename
+            suspect = os.path.isabs(filename) and not _trusted_file(filename)
+            frame = frame.f_back
+        if suspect:
+            found.append(f"a thread running your code ({thread.name})")
+    return found[:limit]
+
+
+def _trusted_function(fn) -> bool:
+    for _ in range(5):
+        if isinstance(fn, functools.partial):
+            fn = fn.func
+        else:
+            fn = getattr(fn, "__func__", fn)  # a bound method, staticmethod or classmethod
+            break
+    code = getattr(fn, "__code__", None)
+    return code is not None and _trusted_file(code.co_filename)
+
+
+@functools.lru_cache(maxsize=4096)
+def _trusted_file(filename: str) -> bool:
+    """A file of an installed package or of the grader (the code a check worker runs of its own)."""
+    grader_root = os.path.dirname(os.path.realpath(__file__))
+    return _installed_file(filename) or os.path.realpath(filename).startswith(grader_root + os.sep) \
+        or filename.startswith("<frozen ")
 
 
 def _installed_file(filename: str) -> bool:

@@ -121,10 +121,12 @@ def main(argv: list[str]) -> int:
         out.write(f"{nonce} {line}\n")
         out.flush()
 
-    from . import registry, runtime
-    from .checking import run_check
+    import gc
+
+    from . import checking, registry, runtime
+    from .checking import Tampered, run_check
     from .result import Result, Status
-    from .trusted import Integrity, LoadGuard, verify_loaded
+    from .trusted import Integrity, LoadGuard, learner_threads, verify_loaded
 
     runtime.quiet()
     for lesson in registry.lessons():  # every check module, before any learner code
@@ -132,6 +134,19 @@ def main(argv: list[str]) -> int:
     expected = argv[1:] or setup.get("ids", [])  # the exercises to judge, known when the worker is started
     _warm_up([registry.get(i) for i in expected])
     integrity = Integrity()  # no learner code has run here yet: taken while the kernel may still be running
+    caught: list[str] = []
+    touched: list[tuple] = []
+
+    def after_learner_code(objects: tuple) -> None:
+        """Run by checking.call after every return from learner code: a patch the code made must be seen before
+        the check goes on (restored before the check ends, it could have steered the check's own reference)."""
+        touched.append(objects)
+        changed = integrity.changed() or learner_threads()
+        if changed:
+            caught[:] = changed
+            raise Tampered(changed)
+
+    checking.watch(after_learner_code)
     if argv:
         answers_file, ids = argv[0], argv[1:]
     else:
@@ -177,12 +192,19 @@ def main(argv: list[str]) -> int:
             result = Result(ex.id, problem[0], 0, ex.points, problem[1])
         else:
             runtime.seed(0)
-            result = run_check(ex, answers)
-            replaced = integrity.changed()
+            try:
+                result = run_check(ex, answers)
+            except Tampered:  # raised by after_learner_code: `caught` says why
+                result = None
+            replaced = caught or integrity.changed() or learner_threads()
+            touched.clear()  # what the learner's calls were given and returned: their finalizers run now, and
+            answers.clear()  # what they change is seen before the next exercise's check
+            gc.collect()
+            replaced = replaced or integrity.changed()
             if replaced:
                 result = Result(ex.id, Status.FAILED, 0, ex.points,
-                                f"your code replaced or changed {', '.join(replaced)} while it was being checked: "
-                                "no points for this exercise")
+                                f"while it was being checked, your code changed what checks run under "
+                                f"({', '.join(replaced)}): no points for this exercise")
         emit(json.dumps(result.to_dict()))
         if replaced:
             return RESTART  # the rest is judged in a fresh, untouched process

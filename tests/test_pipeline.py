@@ -177,3 +177,95 @@ def test_an_answer_that_edits_grader_data_the_environment_gc_or_threads_when_loa
         shape = results["00.predict_shape"]
         assert shape.status is Status.FAILED and named in shape.message, shape
         assert results["00.predict_dtype"].status is Status.PASSED, results["00.predict_dtype"]
+
+
+# --- answers that change torch while a check calls them (issue 29, reviewer finding F5) ---------------
+
+def _export_at_18_and_steer_the_reference(model, example, path, opset):
+    """Exports at opset 18 whatever is asked and relabels the file; on its last call it makes the check's own
+    two reference exports use opset 18 too, and the second of them puts torch.onnx.export back, so nothing is
+    left changed when the check ends."""
+    import onnx
+    import torch
+
+    real = torch.onnx.export
+    proto = real(model, (example,), dynamo=True, opset_version=18, verbose=False).model_proto
+    for entry in proto.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            entry.version = opset
+    onnx.save(proto, str(path))
+    if opset == 21:
+        uses = []
+
+        def forced(*args, **kwargs):
+            uses.append(1)
+            if len(uses) == 2:
+                torch.onnx.export = real
+            return real(*args, **{**kwargs, "opset_version": 18})
+
+        torch.onnx.export = forced
+
+
+def _export_honestly(model, example, path, opset):
+    import torch
+
+    torch.onnx.export(model, (example,), str(path), dynamo=True, opset_version=opset, verbose=False)
+
+
+def test_a_function_that_patches_torch_and_puts_it_back_before_the_check_ends_fails(tmp_path):
+    """F5: the patch was in place only while the check computed its reference, so comparing before and after the
+    check saw nothing (07.opset passed 2/2 for files exported at opset 18 and relabelled). The worker now compares
+    after every return from learner code; an honest export passes in the same worker setup."""
+    exercises = [registry.get("07.opset")]
+    path = answers_file(tmp_path, export_at_opset=_export_at_18_and_steer_the_reference)
+    [result] = check_answers(exercises, path, timeout=120)
+    assert result.status is Status.FAILED and result.points == 0, result
+    assert "torch.onnx.export" in result.message and "while it was being checked" in result.message, result.message
+    path = answers_file(tmp_path, export_at_opset=_export_honestly)
+    [result] = check_answers(exercises, path, timeout=120)
+    assert result.status is Status.PASSED, result
+
+
+def _scale_shift_leaving_a_timer(x, scale, shift):
+    import threading
+
+    import torch
+
+    threading.Timer(0.5, setattr, (torch, "mul", torch.mul)).start()  # fires once the function has returned
+    return x * scale + shift
+
+
+def _scale_shift_leaving_a_pool_task(x, scale, shift):
+    import concurrent.futures
+    import time
+
+    def later():
+        time.sleep(2)
+
+    concurrent.futures.ThreadPoolExecutor(1).submit(later)
+    return x * scale + shift
+
+
+def _scale_shift_with_a_joined_thread(x, scale, shift):
+    import threading
+
+    out = []
+    worker = threading.Thread(target=lambda: out.append(x * scale + shift))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def test_a_function_that_leaves_a_thread_running_fails_and_one_that_joins_its_thread_passes(tmp_path):
+    """Code left to run after the learner's function returned (a timer, a pool's task) could change torch while the
+    check computes its reference and undo it before the end; a thread joined before returning is fine."""
+    import torch
+
+    exercises = [registry.get("00.warmup")]
+    for fn in (_scale_shift_leaving_a_timer, _scale_shift_leaving_a_pool_task):
+        path = answers_file(tmp_path, scale_shift=fn)
+        [result] = check_answers(exercises, path, timeout=60)
+        assert result.status is Status.FAILED and "a thread running your code" in result.message, (fn, result)
+    path = answers_file(tmp_path, scale_shift=_scale_shift_with_a_joined_thread, predicted_dtype=torch.float32)
+    [result] = check_answers(exercises, path, timeout=60)
+    assert result.status is Status.PASSED, result
