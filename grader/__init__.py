@@ -12,6 +12,7 @@ Importing this package has no side effects; ``setup()`` does the little a lesson
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,11 @@ _LAZY = {
     "figure": "plots",
     **dict.fromkeys(("Timing", "benchmark", "interleaved", "rerace", "timeline"), "timing"),
 }
+
+
+# Set by the grading pipeline in the kernel it runs: `check` there only says that the check worker judges the
+# answer once the notebook has run (judging it in the kernel too would cost the grading run its checks twice).
+DEFER_CHECKS = "GRADER_DEFER_CHECKS"
 
 
 def __getattr__(name: str) -> Any:
@@ -55,6 +61,9 @@ def check(exercise_id: str, *answers: Any) -> Result:
         exercise = registry.get(exercise_id)
     except registry.RegistryError as e:
         return Result(str(exercise_id), Status.ERROR, 0, 0, str(e))
+    if os.environ.get(DEFER_CHECKS) == "1":  # a kernel that `grader run` / `grade` executes: its worker judges it
+        return Result(exercise.id, Status.SKIPPED, 0, exercise.points, "judged once the notebook has run, in the "
+                      "grader's own process (this notebook is being graded)")
     result = checking.run_check(exercise, answers)
     tracking.record(result)
     return result

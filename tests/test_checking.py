@@ -131,3 +131,16 @@ def test_progress_table_aligns_headers_with_their_columns():
     table = grader.progress()._repr_html_()
     assert table.count("<th ") == 5 and table.count('<th style="text-align:left">') == 5
     assert table.count("<td ") == table.count('<td style="text-align:left">') > 0
+
+
+def test_a_kernel_being_graded_leaves_the_judging_to_the_worker(tmp_path, monkeypatch):
+    """The grading pipeline runs the notebook with DEFER_CHECKS set: its check cells judge nothing and record
+    nothing (the check worker judges each answer once, after the run), and a wrong answer is not called."""
+    monkeypatch.setenv("GRADER_HOME", str(tmp_path))
+    monkeypatch.setenv(grader.DEFER_CHECKS, "1")
+    calls = []
+    result = grader.check("00.warmup", lambda *args: calls.append(args))
+    assert result.status is Status.SKIPPED and result.points == 0 and "grader's own process" in result.message
+    assert calls == [] and not (tmp_path / "progress.json").exists()
+    monkeypatch.delenv(grader.DEFER_CHECKS)
+    assert grader.check("00.warmup", lambda *args: calls.append(args)).status is Status.FAILED and calls
