@@ -59,11 +59,12 @@ import torch
 
 from grader import registry
 from grader.checks import lesson03
-from grader.checks.lesson03 import TONE_X, TONE_Y, tone_curve
+from grader.checks.lesson03 import tone_curve
 from grader.pipeline import check_answers
 from grader.result import Status
 
 from hostile import LiarDict, LiarInt, LiarStr
+from lesson03_helpers import curve, custom_op_with_fake, replay_traces
 from verdicts import fails, not_attempted, passes
 
 # --- 03.custom_op ------------------------------------------------------------------------------------
@@ -72,15 +73,7 @@ KEEP_ALIVE = []  # a torch.library.Library unregisters its ops when it is garbag
 
 
 def solution_register(namespace):  # solutions/03_graph_breaks.ipynb
-    @torch.library.custom_op(f"{namespace}::tone_curve", mutates_args=())
-    def op(x: torch.Tensor) -> torch.Tensor:
-        return tone_curve(x)
-
-    @op.register_fake
-    def _(x):
-        return x.new_empty(x.shape)
-
-    return op
+    return custom_op_with_fake(namespace)
 
 
 def _library_op(namespace, key="CompositeExplicitAutograd"):
@@ -112,28 +105,8 @@ def cpu_only(namespace):
     return op
 
 
-def curve(x):  # np.interp in torch ops: right numbers, no custom op
-    xp, fp = torch.tensor(TONE_X), torch.tensor(TONE_Y)
-    xc = x.clamp(xp[0], xp[-1])
-    i = torch.bucketize(xc.contiguous(), xp).clamp(1, len(xp) - 1)
-    x0, x1, y0, y1 = xp[i - 1], xp[i], fp[i - 1], fp[i]
-    return (y0 + (xc - x0) / (x1 - x0) * (y1 - y0)).to(x.dtype)
-
-
-def _op(namespace, name, body):
-    @torch.library.custom_op(f"{namespace}::{name}", mutates_args=())
-    def op(x: torch.Tensor) -> torch.Tensor:
-        return body(x)
-
-    @op.register_fake
-    def _(x):
-        return x.new_empty(x.shape)
-
-    return op
-
-
 def torch_body(namespace):  # a custom op whose body is written in torch ops: the op still does the work
-    return _op(namespace, "tone_curve", curve)
+    return custom_op_with_fake(namespace, "tone_curve", curve)
 
 
 @pytest.mark.parametrize("register", [solution_register, library_packet, library_overload_cpu, wrapper_lambda,
@@ -143,7 +116,7 @@ def test_custom_op_written_another_way_passes(register):
 
 
 def decoy_discarded(namespace):
-    noop = _op(namespace, "noop", lambda x: x.contiguous().clone())
+    noop = custom_op_with_fake(namespace, "noop", lambda x: x.contiguous().clone())
 
     def f(x):
         noop(x)
@@ -152,12 +125,12 @@ def decoy_discarded(namespace):
 
 
 def identity_then_rewrite(namespace):
-    ident = _op(namespace, "ident", lambda x: x.contiguous().clone())
+    ident = custom_op_with_fake(namespace, "ident", lambda x: x.contiguous().clone())
     return lambda x: curve(ident(x))
 
 
 def rewrite_plus_zero_op(namespace):
-    op = _op(namespace, "tone_curve", tone_curve)
+    op = custom_op_with_fake(namespace, "tone_curve", tone_curve)
     return lambda x: curve(x) + 0 * op(x)
 
 
@@ -169,13 +142,13 @@ def test_a_custom_op_beside_a_plain_rewrite_fails(register):
 
 
 def returns_a_bound_call(namespace):
-    return _op(namespace, "tone_curve", tone_curve).__call__  # not the op object: the one op in the graph is judged
+    return custom_op_with_fake(namespace, "tone_curve", tone_curve).__call__  # not the op object: the one op in the graph is judged
 
 
 def alias_of_another_op(namespace):
     """Returns op `alias`, a composite that calls the op `tone_curve`: export keeps `alias` as one node, and
     its kernel is what computes the output (a correct answer, through torch.library.Library)."""
-    _op(namespace, "tone_curve", tone_curve)
+    custom_op_with_fake(namespace, "tone_curve", tone_curve)
     lib = torch.library.Library(namespace, "FRAGMENT")
     KEEP_ALIVE.append(lib)
     lib.define("alias(Tensor x) -> Tensor")
@@ -184,8 +157,8 @@ def alias_of_another_op(namespace):
 
 
 def two_ops_behind_a_function(namespace):
-    right = _op(namespace, "tone_curve", tone_curve)
-    shift = _op(namespace, "shift", lambda x: x.contiguous().clone())
+    right = custom_op_with_fake(namespace, "tone_curve", tone_curve)
+    shift = custom_op_with_fake(namespace, "shift", lambda x: x.contiguous().clone())
     return lambda x: right(shift(x))
 
 
@@ -209,7 +182,7 @@ def test_misreadings_of_custom_op_fail():
         return op
 
     fails("03.custom_op", empty_like_fake, says=("opcheck",))
-    fixed = _op("course_adversarial_fixed", "tone_curve", tone_curve)
+    fixed = custom_op_with_fake("course_adversarial_fixed", "tone_curve", tone_curve)
     fails("03.custom_op", lambda namespace: fixed, says=("not an op in the namespace",))
     not_attempted("03.custom_op", lambda namespace: (_ for _ in ()).throw(NotImplementedError()))
 
@@ -304,27 +277,10 @@ def drawn(tmp_path_factory):
     return [(lesson03.finish_trace(proc), trace_dir) for proc, trace_dir in zip(procs, dirs)]
 
 
-class _Finished:
-    def __init__(self, truth):
-        self.truth = truth
-
-    def poll(self):
-        return 0
-
-
 @pytest.fixture
 def replay(drawn, monkeypatch):
     """03.read_trace with its processes replaced by copies of the drawn traces (fast, deterministic)."""
-    import shutil
-
-    def start(parity, trace_dir):
-        truth, stored = drawn[parity]
-        shutil.copytree(stored, trace_dir, dirs_exist_ok=True)
-        return _Finished(truth)
-
-    monkeypatch.setattr(lesson03, "start_trace", start)
-    monkeypatch.setattr(lesson03, "trace_ready", lambda proc, timeout=300: None)
-    monkeypatch.setattr(lesson03, "finish_trace", lambda proc, timeout=60: proc.truth)
+    replay_traces(monkeypatch, drawn)
     return "03.read_trace"
 
 

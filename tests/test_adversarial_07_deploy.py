@@ -229,43 +229,11 @@ def lower_two_methods(model, example):  # cheat: `forward` on portable kernels, 
     return edge.to_executorch().buffer
 
 
-def lower_zeroed(model, example):  # cheat: the handed model changed before lowering
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-    return lower_solution(model, example)
-
-
-@pytest.fixture(scope="module")
-def program_made_in_advance():
-    """A .pte lowered earlier from the check's model as it was (delegable_mlp, seed 0, example (6, 10))."""
-    with probes.silenced():
-        return lower_solution(probes.seeded(lesson07.delegable_mlp), torch.randn(6, lesson07.FEATURES))
-
-
-@needs_executorch
-@pytest.mark.parametrize("answer", [lower_solution, lower_to_backend], ids=lambda f: f.__name__)
-def test_xnnpack_right_answers_pass(answer):
-    with probes.silenced():
-        passes("07.xnnpack_delegation", answer)
-
-
-@needs_executorch
-def test_xnnpack_a_program_made_in_advance_fails(program_made_in_advance):
-    fails("07.xnnpack_delegation", lambda model, example: program_made_in_advance)
-
-
 @needs_executorch
 def test_xnnpack_the_delegation_must_be_in_forward():
     with probes.silenced():
         result = fails("07.xnnpack_delegation", lower_two_methods, says=("portable kernels", "forward"))
     assert result.points == 1, result
-
-
-@needs_executorch
-def test_xnnpack_a_program_of_the_changed_model_fails():
-    with probes.silenced():
-        fails("07.xnnpack_delegation", lower_zeroed, says=("differ",))
 
 
 # --- 07.tvm_any_batch --------------------------------------------------------------------------------
@@ -309,27 +277,6 @@ def build_python_callback(model, example):
     return tvm.compile(builder.get(), target="llvm")
 
 
-def build_zeroed(model, example):  # cheat: the handed model changed before building
-    with torch.no_grad():
-        for p in model.parameters():
-            p.zero_()
-    return build_solution(model, example)
-
-
-@pytest.fixture(scope="module")
-def executable_made_in_advance():
-    """An executable built earlier from the check's model as it was (small_mlp, seed 0): any batch."""
-    with probes.silenced():
-        return build_solution(probes.seeded(lesson07.small_mlp), torch.randn(4, lesson07.FEATURES))
-
-
-@needs_tvm
-@pytest.mark.parametrize("answer", [build_solution, build_compiled_vm], ids=lambda f: f.__name__)
-def test_tvm_right_answers_pass(answer):
-    with probes.silenced():
-        passes("07.tvm_any_batch", answer)
-
-
 @needs_tvm
 def test_tvm_an_executable_that_calls_back_into_python_fails():
     with probes.silenced():
@@ -337,15 +284,48 @@ def test_tvm_an_executable_that_calls_back_into_python_fails():
     assert result.points == 0, result
 
 
-@needs_tvm
-def test_tvm_an_executable_made_in_advance_fails(executable_made_in_advance):
-    fails("07.tvm_any_batch", lambda model, example: executable_made_in_advance)
+# --- 07.xnnpack_delegation and 07.tvm_any_batch: the same right answers and cheats ----------------------
+
+def zeroed_first(answer):
+    """Cheat: the handed model changed (its weights zeroed) before ``answer`` lowers or builds it."""
+    def changed(model, example):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.zero_()
+        return answer(model, example)
+    return changed
 
 
-@needs_tvm
-def test_tvm_an_executable_of_the_changed_model_fails():
+def _case(exercise, answer, *more):
+    """(exercise, answer, *more) as a test case, skipped where the exercise's package cannot run."""
+    marks = {"07.xnnpack_delegation": needs_executorch, "07.tvm_any_batch": needs_tvm}[exercise]
+    return pytest.param(exercise, answer, *more, marks=marks, id=f"{exercise}-{answer.__name__}")
+
+
+@pytest.mark.parametrize("exercise, answer", [
+    _case("07.xnnpack_delegation", lower_solution), _case("07.xnnpack_delegation", lower_to_backend),
+    _case("07.tvm_any_batch", build_solution), _case("07.tvm_any_batch", build_compiled_vm)])
+def test_right_answers_pass(exercise, answer):
     with probes.silenced():
-        fails("07.tvm_any_batch", build_zeroed, says=("differ",))
+        passes(exercise, answer)
+
+
+@pytest.mark.parametrize("exercise, answer, model, batch", [
+    _case("07.xnnpack_delegation", lower_solution, lesson07.delegable_mlp, 6),
+    _case("07.tvm_any_batch", build_solution, lesson07.small_mlp, 4)])
+def test_an_artifact_made_in_advance_fails(exercise, answer, model, batch):
+    """A .pte or an executable made earlier from the check's model as it was (seed 0): a .pte of delegable_mlp
+    lowered at example (6, 10); an executable of small_mlp, which takes any batch."""
+    with probes.silenced():
+        made = answer(probes.seeded(model), torch.randn(batch, lesson07.FEATURES))
+    fails(exercise, lambda model, example: made)
+
+
+@pytest.mark.parametrize("exercise, answer", [
+    _case("07.xnnpack_delegation", lower_solution), _case("07.tvm_any_batch", build_solution)])
+def test_an_artifact_of_the_changed_model_fails(exercise, answer):
+    with probes.silenced():
+        fails(exercise, zeroed_first(answer), says=("differ",))
 
 
 # --- through the check worker: answers unpickled in the process that judges them ---------------------

@@ -11,6 +11,8 @@ from grader import checking, registry
 from grader.checks import lesson03
 from grader.result import Status
 
+from lesson03_helpers import replay_traces
+
 WHICH_LOG = registry.get("03.which_log")
 READ_TRACE = registry.get("03.read_trace")
 RIGHT = {"why_recompiled": "recompiles", "which_breaks": "graph_breaks", "generated_code": "output_code"}
@@ -151,27 +153,10 @@ def test_read_trace_solution_passes_on_real_traces(traces):
     assert result.points == READ_TRACE.points and len(stored) == 2
 
 
-class _Finished:
-    def __init__(self, truth):
-        self.truth = truth
-
-    def poll(self):
-        return 0
-
-
 @pytest.fixture
 def replay(traces, monkeypatch):
     """The check, with its fresh processes replaced by copies of the stored traces (fast, deterministic)."""
-    stored = traces[1]
-
-    def start(parity, trace_dir):
-        truth, stored_dir = stored[parity]
-        shutil.copytree(stored_dir, trace_dir, dirs_exist_ok=True)
-        return _Finished(truth)
-
-    monkeypatch.setattr(lesson03, "start_trace", start)
-    monkeypatch.setattr(lesson03, "trace_ready", lambda proc, timeout=300: None)
-    monkeypatch.setattr(lesson03, "finish_trace", lambda proc, timeout=60: proc.truth)
+    replay_traces(monkeypatch, traces[1])
     return lambda answer: checking.run_check(READ_TRACE, [answer])
 
 

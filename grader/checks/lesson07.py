@@ -384,24 +384,19 @@ def stored_bytes(model) -> collections.Counter:
         tensor(s.indices)
 
     def nodes(node_list):
+        # attribute type -> (the field holding its value, True where that field is a list, what walks one item)
+        walked = {AttributeProto.TENSOR: ("t", False, tensor), AttributeProto.TENSORS: ("tensors", True, tensor),
+                  AttributeProto.SPARSE_TENSOR: ("sparse_tensor", False, sparse),
+                  AttributeProto.SPARSE_TENSORS: ("sparse_tensors", True, sparse),
+                  AttributeProto.GRAPH: ("g", False, graph), AttributeProto.GRAPHS: ("graphs", True, graph)}
         for node in node_list:
             for attr in node.attribute:
                 kind = attr.type
-                if kind == AttributeProto.TENSOR:
-                    tensor(attr.t)
-                elif kind == AttributeProto.TENSORS:
-                    for t in attr.tensors:
-                        tensor(t)
-                elif kind == AttributeProto.SPARSE_TENSOR:
-                    sparse(attr.sparse_tensor)
-                elif kind == AttributeProto.SPARSE_TENSORS:
-                    for s in attr.sparse_tensors:
-                        sparse(s)
-                elif kind == AttributeProto.GRAPH:
-                    graph(attr.g)
-                elif kind == AttributeProto.GRAPHS:
-                    for g in attr.graphs:
-                        graph(g)
+                if kind in walked:
+                    field, many, walk = walked[kind]
+                    value = getattr(attr, field)
+                    for item in (value if many else [value]):
+                        walk(item)
                 elif kind == AttributeProto.FLOATS:
                     sizes["float32"] += 4 * len(attr.floats)
                 elif kind == AttributeProto.INTS:
