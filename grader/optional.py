@@ -8,6 +8,9 @@ that need it answer "skipped", never "failed":
 * ``%%needs tvm`` on the first line of a cell runs the cell only where ``import tvm`` works, and otherwise
   prints one line saying what is missing and how to install it (``grader.setup()`` registers the magic);
 * ``requires = ["tvm"]`` on an exercise in ``exercises.toml`` makes its check skip the same way.
+
+A requirement can also be a program of the machine (``PROGRAMS``): ``"cc"``, the C compiler that TVM's
+``export_library`` links a shared library with.
 """
 from __future__ import annotations
 
@@ -26,6 +29,26 @@ PACKAGES = {
     "executorch": ("executorch", "ExecuTorch"),
 }
 INSTALL = "make deploy (or: pip install -e '.[deploy]' -c constraints.txt)"
+
+# Requirements that are programs, not Python modules: name -> (what it is, how to get one)
+PROGRAMS = {
+    "cc": ("a C compiler (TVM's export_library links with one)",
+           "install gcc or clang (Debian/Ubuntu: sudo apt install g++; macOS: xcode-select --install)"),
+}
+
+
+def _c_compiler() -> str | None:
+    """The compiler TVM's export_library would link with: tvm.support.cc.get_cc's own search ($CXX, $CC, then
+    g++, gcc, clang++, clang, c++ and cc on PATH), or that search done here where TVM cannot be imported."""
+    import os
+    import shutil
+
+    try:
+        from tvm.support.cc import get_cc
+    except Exception:
+        found = (shutil.which(name) for name in ("g++", "gcc", "clang++", "clang", "c++", "cc"))
+        return os.environ.get("CXX") or os.environ.get("CC") or next(filter(None, found), None)
+    return get_cc()
 
 
 def _tvm_runs() -> None:
@@ -60,6 +83,10 @@ _SMOKE = {"tvm": _tvm_runs, "executorch": _executorch_runs}
 def problem(module: str) -> str | None:
     """None when ``module`` imports and (for TVM and ExecuTorch) runs a tiny model right; otherwise why not,
     in a few words. Import noise is swallowed here, once. Cached: each module is tried once per process."""
+    if module in PROGRAMS:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            found = _c_compiler()
+        return None if found else "not found (looked for $CXX, $CC, then g++, gcc, clang++, clang, c++, cc on PATH)"
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()):
@@ -85,8 +112,10 @@ def missing(modules) -> dict[str, str]:
 
 
 def explain(reasons: dict[str, str]) -> str:
-    parts = [f"{PACKAGES.get(m, (m, m))[1]} ({PACKAGES.get(m, (m,))[0]}) is {why}" for m, why in reasons.items()]
-    return "; ".join(parts) + f". To run it: {INSTALL}, then restart the kernel"
+    parts = [f"{PROGRAMS[m][0]} is {why}" if m in PROGRAMS else
+             f"{PACKAGES.get(m, (m, m))[1]} ({PACKAGES.get(m, (m,))[0]}) is {why}" for m, why in reasons.items()]
+    todo = [PROGRAMS[m][1] for m in reasons if m in PROGRAMS] + [INSTALL] * any(m not in PROGRAMS for m in reasons)
+    return "; ".join(parts) + f". To run it: {'; '.join(todo)}, then restart the kernel"
 
 
 def _run(cell: str, namespace: dict) -> object:

@@ -18,6 +18,12 @@ another way pass, natural misreadings and cheats fail.
       opset. (Relabelling between opsets at which the exporter writes the same graph, 20 -> 21, cannot be
       told apart from an export at 21 and is not wrong: the file is what that export writes. Exporting at
       the default and relabelling to 18 failed before too: onnx.checker has no Gelu at 18.)
+  refused by decision: a file exported at 18 and converted to 21 with onnx.version_converter is a valid opset-21
+    file (onnx.checker's full_check passes, onnxruntime matches eager), and for this model it is the relabelled
+    file byte for byte in its graph: nothing tells the two apart. The exercise asks for an export at the opset,
+    so it is refused, and the message, the exercise text and the hint say what the check compares: the file's
+    operators with what the exporter writes at the opset asked (the message used to call it "relabelled" and
+    nothing told the learner the rule).
   cheats that must go on failing (not wrong passes of the old check):
     - zeroing the weights of the model it was handed, then exporting it. The old check computed its
       reference before the call; now the learner's function runs first, so the check builds its own copy of
@@ -125,6 +131,11 @@ def relabelled_from_default(model, example, path, opset):  # cheat: exported at 
     _set_default_opset(path, ("", opset))
 
 
+def converted_from_18(model, example, path, opset):  # exported at 18, then onnx's version converter
+    program = torch.onnx.export(model, (example,), dynamo=True, verbose=False, opset_version=18)
+    onnx.save(onnx.version_converter.convert_version(program.model_proto, opset), str(path))
+
+
 def listed_twice(model, example, path, opset):  # cheat: the number asked first, the real opset second
     export_at_18(model, example, path, opset)
     _set_default_opset(path, ("", opset), ("ai.onnx", 18))
@@ -184,6 +195,26 @@ def test_opset_misreadings_fail_with_what_the_file_says(answer, points, says):
 def test_opset_a_relabelled_file_fails(answer, says):
     with probes.silenced():
         fails("07.opset", answer, says=says)
+
+
+def test_opset_a_converted_file_is_refused_and_told_the_rule():
+    # The file is sound: the check refuses it for its operators and says so, as the exercise text and hint do.
+    with probes.silenced():
+        program = torch.onnx.export(lesson07._gelu_mlp(6, 12, 3), (torch.randn(3, 6),), dynamo=True, verbose=False,
+                                    opset_version=18)
+    converted = onnx.version_converter.convert_version(program.model_proto, 21)
+    onnx.checker.check_model(converted, full_check=True)
+    with probes.silenced():
+        result = fails("07.opset", converted_from_18, says=(
+            "asked for opset 21", "relabelled or converted", "compares the file's operators with what the exporter "
+            "writes at the opset asked", "opset_version=opset"))
+    assert result.points == 0.5, result  # right at 18 only
+    import nbformat
+
+    notebook = nbformat.read(Path(__file__).parents[1] / "solutions" / "07_onnx.ipynb", as_version=4)
+    text = next(c.source for c in notebook.cells if c.source.startswith("### Exercise 07.opset"))
+    for told in (text, registry.get("07.opset").hint):
+        assert "version_converter" in told and "Gelu" in told and "operators" in told, told
 
 
 def test_opset_files_made_in_advance_fail(files_made_in_advance):

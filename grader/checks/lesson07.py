@@ -163,7 +163,9 @@ def opset(export_at_opset):
                 wrong.append((number, f"the file's opset_import says {number}, but its graph writes GELU with "
                                       f"{spelled} where the exporter at opset {number} writes {exporter} (ONNX has "
                                       f"Gelu from opset {onnx.defs.get_schema('Gelu').since_version}): it was "
-                                      "exported at another opset and relabelled", f"GELU as {spelled}"))
+                                      "exported at another opset (relabelled or converted), and the check compares "
+                                      "the file's operators with what the exporter writes at the opset asked: "
+                                      "export with torch.onnx.export(..., opset_version=opset)", f"GELU as {spelled}"))
                 continue
             try:
                 session = probes.ort_session(path)
@@ -581,7 +583,11 @@ def quantize(quantize_fn):
 
 # --- 07.tvm_any_batch ------------------------------------------------------------------------------
 
-TVM_BATCHES = (4, 1, 7, 64)  # the example's batch first: a static build passes it and fails the others
+# The example's batch first: a static build passes it and fails the others. 4096 last: a Dim with a max makes TVM
+# plan the executable's memory for that max (storage rounded up to 4096 bytes), so a batch above it fails only
+# where its tensors outgrow that plan (64 rows of a hidden layer of 8 fit the plan for max=8); 4096 rows of any
+# of the drawn layers (at least 2 floats wide) outgrow the plan of any max below 4096.
+TVM_BATCHES = (4, 1, 7, 64, 4096)
 
 # Run in a fresh interpreter (python -I, TVM's runtime library only): the executable, exported as a shared
 # library, runs where no learner code was ever imported, so a packed function it calls back into Python (one
@@ -628,11 +634,12 @@ def _fresh_process_setup() -> tuple[str, dict[str, str]]:
 _TVM_PYTHON, _TVM_ENVIRONMENT = _fresh_process_setup()
 
 
-def _tvm_error_line(text: str) -> str:
-    """The line of a TVM error that says what went wrong (its text starts with a C++ traceback)."""
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+def _tvm_error_line(text: str, limit: int = 240) -> str:
+    """The line of a TVM error that says what went wrong (its text starts with a C++ traceback), its spaces
+    collapsed; past ``limit`` characters its end is kept, where TVM says what failed ("match_cast error")."""
+    lines = [" ".join(line.split()) for line in str(text).splitlines() if line.strip()]
     said = [line for line in lines if "Error" in line.split(":")[0] or "Check failed" in line] or lines or [""]
-    return said[-1][:240]
+    return said[-1] if len(said[-1]) <= limit else "..." + said[-1][3 - limit:]
 
 
 def _run_tvm_in_fresh_process(executable, inputs: list[torch.Tensor], timeout: float = 120) -> dict:
@@ -711,9 +718,18 @@ def tvm_any_batch(build_tvm):
         if isinstance(got, str):
             if number == 0:
                 raise CheckFailed(f"your executable failed on a batch of {batch}, the example's: {_tvm_error_line(got)}")
+            ran = ", ".join(map(str, TVM_BATCHES[:number]))
+            if "storage allocation failure" in got:  # a Dim with a max: memory planned for it, no bound checked
+                raise CheckFailed(
+                    f"your executable runs batch {ran} but fails at batch {batch} ({_tvm_error_line(got)}): a Dim's "
+                    "`max` is the batch TVM plans the executable's memory for, and nothing refuses a larger batch "
+                    "before that memory runs out; drop `max` (torch.export.Dim(\"batch\")) or raise it above "
+                    "every batch you will serve",
+                    measured=f"batch {ran} only", expected="any batch", fraction=2 / 3,
+                )
             raise CheckFailed(
                 f"your executable runs the example's batch of {TVM_BATCHES[0]} but fails at batch {batch} "
-                f"({_tvm_error_line(got)[:160]}): export with a dynamic batch (dynamic_shapes with a Dim on dimension 0)",
+                f"({_tvm_error_line(got)}): export with a dynamic batch (dynamic_shapes with a Dim on dimension 0)",
                 measured=f"batch {TVM_BATCHES[0]} only", expected="any batch", fraction=1 / 3,
             )
         with torch.no_grad():
@@ -752,12 +768,17 @@ def xnnpack_delegation(lower_for_xnnpack):
     )
     try:
         plans = {plan.name: plan for plan in deserialize_pte_binary(program).program.execution_plan}
+    except Exception as e:
+        raise CheckFailed(f"those bytes are not an ExecuTorch program: {type(e).__name__}: {first_line(e)[:200]}")
+    plan = plans.get("forward")  # the method the runtime runs, whatever other methods the program holds
+    expect(plan is not None, f"the program's methods are {sorted(plans)}: it has no `forward`, the method the check "
+                             "runs and judges; lower the ExportedProgram itself (or a dict with the key \"forward\")",
+           measured=sorted(plans), expected="a method named forward")
+    try:
         method = Runtime.get().load_program(program).load_method("forward")
     except Exception as e:
-        raise CheckFailed(f"those bytes are not an ExecuTorch program the runtime loads: {type(e).__name__}: "
+        raise CheckFailed(f"the ExecuTorch runtime cannot load the program's `forward`: {type(e).__name__}: "
                           f"{first_line(e)[:200]}")
-    plan = plans.get("forward")  # the method the runtime runs, whatever other methods the program holds
-    expect(plan is not None, f"the program's methods are {sorted(plans)}: it has no `forward` to judge")
     # The learner's code has run: the reference and the inputs are made from here on
     reference, gen = reference(), probes.fresh_generator()
     for _ in range(2):
