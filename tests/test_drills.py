@@ -378,7 +378,7 @@ def test_write_a_drill_computes_the_answer_live_and_refuses_a_right_distractor()
     assert "live answer is 2 graphs" in lesson09.write_a_drill(GOOD_DRILL)
     assert lesson09.as_drill(GOOD_DRILL).answer is None
     cases = {
-        "every other choice is wrong": {**GOOD_DRILL, "choices": ["1", "2", " 2 "]},
+        "each choice names a different number": {**GOOD_DRILL, "choices": ["1", "2", " 2 "]},
         "one choice is the live answer": {**GOOD_DRILL, "choices": ["1", "3", "4"]},
         "at least 3 choices": {**GOOD_DRILL, "choices": ["1", "2"]},
         "breaks the graph at least once": {**GOOD_DRILL, "snippet": "def f(x):\n    return x.sin()\n"},
@@ -393,3 +393,36 @@ def test_write_a_drill_computes_the_answer_live_and_refuses_a_right_distractor()
                          ({**GOOD_DRILL, "choices": "123"}, "list of strings")):
         with pytest.raises(CheckFailed, match=says):
             lesson09.write_a_drill(broken)
+
+
+# --- review 29-09 (lesson 09's exercises): quotes, counts, and one explanation ---------------------------------------
+
+def test_quotes_of_either_kind_name_the_same_choice():
+    """Finding 4: Dim('b') was wrong for the key Dim("b") (only outer quotes were dropped)."""
+    drill = drills.get("06.auto_vs_named")
+    assert drills.is_correct(drill, "Dim('b')") and drills.is_correct(drill, '"Dim("b")"')
+    for drill in drills.drills():  # reading ' as " merges no two choices of any drill
+        assert len({drills.normalize(c) for c in drill.choices}) == len(drill.choices), drill.id
+
+
+def test_a_count_names_its_choice_however_it_is_written():
+    """Finding 6: the player read 1.0, "one" and "1 graph" as no choice of a count drill, while lesson 09's
+    write_a_drill reads them as the count 1."""
+    drill = drills.get("03.print_first")  # choices 0, 1, 2
+    for response in ("one", "1.0", "1 graph", " One ", "+1", 1, 1.0):
+        assert drills.resolve(drill, str(response)) == "1" and drills.is_correct(drill, response, "1"), response
+    assert drills.resolve(drill, "3") is None and drills.resolve(drill, "three") is None
+    assert not drills.is_correct(drill, True, "1")  # a bool is no count
+    yes_no = drills.get("03.explain_zero")
+    assert drills.resolve(yes_no, "one") is None and drills.resolve(yes_no, "2") == "no"  # no number among its choices
+
+
+def test_auto_batch1_explanation_names_the_warning_torch_logs():
+    """Finding 8: the explanation said Dim.AUTO "quietly" specialises a batch-1 example; torch logs a warning (to
+    standard error, through torch's own log handler; a fresh process, as tests before this one change logging)."""
+    code = ("import torch\nfrom torch.export import Dim\n"
+            "torch.export.export(torch.nn.Linear(8, 2), (torch.randn(1, 8),), dynamic_shapes=({0: Dim.AUTO},))\n")
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True).stderr
+    warned = [line for line in err.splitlines() if line.startswith("W") and "specialized" in line]
+    explanation = drills.get("06.auto_batch1").explanation
+    assert warned and "quietly" not in explanation and "only a logged warning" in explanation, err[-2000:]

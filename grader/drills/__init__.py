@@ -29,8 +29,8 @@ practice or mock interview). Everything is re-exported here, so ``from grader im
 from __future__ import annotations
 
 from .bank import (  # noqa: F401  (re-exported)
-    DRILLS, FORMS, KINDS, Drill, Verified, _add, _clean, _namespace, answer_of, concept, drills, feedback, get, is_correct,
-    normalize, predict, quietly, render, resolve, select, snippet_lines, verify,
+    DRILLS, FORMS, KINDS, NUMBER_WORDS, Drill, Verified, _add, _clean, _namespace, answer_of, concept, count_text, drills,
+    feedback, get, is_correct, normalize, predict, quietly, render, resolve, select, snippet_lines, verify,
 )
 from .measure import (  # noqa: F401
     _compiles, _export_error, _first_break_line, _fullgraph_ok, _graphs, _onnx, _onnx_ops, _ort, _succeeds, _tmpdir, _yes,

@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import random
+import re
 import sys
 import textwrap
 import time
 import types
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Callable, Iterable, Sequence
 
 KINDS = ("predict", "concept")
@@ -78,8 +80,9 @@ _snippet_numbers = itertools.count()
 SNIPPET_FILE = "<drill "  # each snippet runs as the file "<drill N>"
 
 
-def _namespace(snippet: str) -> dict:
-    """Execute a drill's snippet (the exact source the learner sees) and return its names."""
+def _namespace(snippet: str, builtins: dict | None = None) -> dict:
+    """Execute a drill's snippet (the exact source the learner sees) and return its names; ``builtins``, when
+    given, are the only builtins the snippet's code sees (lesson 09's check leaves some out)."""
     import torch
 
     # A real module in sys.modules: torch 2.11's Dynamo imports a traced function's module by its
@@ -87,6 +90,8 @@ def _namespace(snippet: str) -> dict:
     number = next(_snippet_numbers)
     module = types.ModuleType(f"grader_drill_snippet_{number}")
     module.torch = torch
+    if builtins is not None:
+        module.__builtins__ = builtins
     sys.modules[module.__name__] = module
     # A file name of its own: Dynamo keys some per-function state by file name and first line (the
     # example inputs of set_stance("eager_then_compile"), kept across reset()), so snippets sharing one
@@ -105,13 +110,46 @@ def answer_of(drill: Drill) -> str:
 
 
 def normalize(text: str) -> str:
-    return " ".join(str(text).strip().strip("`'\"").lower().split())
+    """Lower case, single spaces, surrounding quotes and backticks dropped, and ' read as " (so `Dim('b')` and
+    `Dim("b")` are one answer)."""
+    return " ".join(str(text).strip().strip("`'\"").lower().split()).replace("'", '"')
+
+
+# Counts read as numbers: "3", "3.0", "+3", " three ", "3 graphs" and 3 all name the count 3.
+NUMBER_WORDS = {word: n for n, word in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty".split())}
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
+
+
+def count_text(response) -> str | None:
+    """The number a response names, written the one way choices write numbers ("3"): a string of digits (with a
+    sign, a decimal point, " graph(s)" after it), a number word up to twenty, or an int or float (never a bool);
+    None when it names no number."""
+    if type(response) is str:
+        text = re.sub(r"\s*graphs?$", "", normalize(response))
+        if text in NUMBER_WORDS:
+            return str(NUMBER_WORDS[text])
+        if not _NUMBER.fullmatch(text):
+            return None
+        value = Decimal(text)
+    elif type(response) in (int, float):
+        try:
+            value = Decimal(repr(response))
+        except InvalidOperation:
+            return None
+    else:
+        return None
+    if not value.is_finite():
+        return None
+    return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
 
 
 def resolve(drill: Drill, response: str) -> str | None:
     """The choice a response names: its text, its letter (a, b, ...) or, when no choice is itself a number,
     its position counting from 1; for short answers the normalised text. None when it names no choice.
-    (Where the choices are numbers, "3" means three: a count or a line number, never the third choice.)"""
+    (Where the choices are numbers, "3" means three: a count or a line number, never the third choice; and a
+    number names its choice however it is written: "three", "3.0", "3 graphs".)"""
     text = normalize(response)
     if not drill.choices:
         return text or None
@@ -123,6 +161,11 @@ def resolve(drill: Drill, response: str) -> str | None:
     numeric = any(normalize(choice).lstrip("-").isdigit() for choice in drill.choices)
     if text.isdigit() and not numeric and 1 <= int(text) <= len(drill.choices):
         return drill.choices[int(text) - 1]
+    count = count_text(text) if numeric else None
+    if count is not None:  # "one", "1.0", "1 graph": the count 1, read as lesson 09's write_a_drill reads it
+        for choice in drill.choices:
+            if normalize(choice) == count:
+                return choice
     return None
 
 
@@ -130,8 +173,8 @@ def is_correct(drill: Drill, response, truth: str | None = None) -> bool:
     """Whether ``response`` (a choice, its number, or a short answer) is right; ``truth`` saves a second
     live computation when the caller already has ``answer_of(drill)``."""
     truth = answer_of(drill) if truth is None else truth
-    if isinstance(response, int) and not isinstance(response, bool) and drill.choices:
-        response = str(response)
+    if type(response) in (int, float) and drill.choices:
+        response = repr(response)  # a count: 1 and 1.0 both name "1" (see resolve)
     if not isinstance(response, str):
         return False
     picked = resolve(drill, response)

@@ -35,8 +35,9 @@ def _(ns):
     batch = [n for n in ep.graph.nodes if n.op == "placeholder"][-1].meta["val"].shape[0]
     """,
     """0/1 specialisation: a size of 1 broadcasts, so the tracer treats it as the constant 1. `Dim.AUTO`
-    lets export decide and quietly specialises to 1, so the program accepts only batch 1; a named
-    `Dim("batch")` is a promise, and the same example makes export raise instead. Trace with an example
+    lets export decide and specialises to 1 without an error (only a logged warning), so the program
+    accepts only batch 1; a named `Dim("batch")` is a promise, and the same example makes export raise
+    instead. Trace with an example
     batch of 2 or more: a named `Dim` already includes batch 1 (its range starts at 0), so no `min=1`
     is needed.""",
 )
