@@ -53,6 +53,11 @@ x86 CPU (with or without VNNI).
   into a snippet are refused; the snippet runs five times, each in fresh state (a new module, Dynamo reset), on x,
   -x, |x|, -|x| (as likely as x under randn) and another draw y, and any two different answers, or a run that
   draws from torch's generator, are refused.
+  Review 29-09: the name filter refused right drills (an nn.Module's super().__init__(), model.eval(), a parameter
+  named input) and any layer with weights (its init is a draw). Now dunder methods pass and introspection dunders do
+  not; module and RNG/clock/frame names are refused as attributes, builtins only where the snippet does not bind the
+  name (and the runs give it builtins without them); torch is seeded anew before each run's module code and draws are
+  looked for only while f runs; two more runs scale x up and down by a drawn factor (a branch on |x| > 10 passed).
 """
 from __future__ import annotations
 
@@ -377,6 +382,21 @@ def test_rounds_give_partial_credit_for_natural_misreadings():
     assert result.points == pytest.approx(2.4)
 
 
+def test_rounds_read_quotes_counts_and_yes_no_numbers_as_the_player_does():
+    """Review 29-09, findings 4, 6, 7: Dim('b') was wrong for the key Dim("b"); 1.0, "one" and "1 graph" named no
+    choice of 03.print_first (write_a_drill reads them as the count 1); 0 was wrong for "no" while False and 1 were
+    read (1 as the first choice, "yes")."""
+    passes("09.concepts", {**CONCEPTS, "06.auto_vs_named": "Dim('b')"})
+    for count in (1.0, "one", "1 graph", " One ", "1.0"):
+        passes("09.predict_round", {**PREDICTIONS, "03.print_first": count})
+    passes("09.concepts", {**CONCEPTS, "03.explain_zero": 0})
+    passes("09.predict_round", {**PREDICTIONS, "04.duck_sizing": 1, "06.auto_batch1": 0})
+    result = fails("09.concepts", {**CONCEPTS, "03.explain_zero": 1}, says=("4/5 right", "you said 'yes'"))
+    assert result.points == pytest.approx(2.4)
+    fails("09.predict_round", {**PREDICTIONS, "03.print_first": 2.0}, says=("4/5 right", "you said '2.0'"))
+    fails("09.predict_round", {**PREDICTIONS, "03.print_first": float("nan")}, says=("4/5 right",))
+
+
 class LookUpDict(dict):
     """A dict that answers any drill by asking the bank when the check looks."""
 
@@ -554,7 +574,7 @@ def test_write_a_drill_compares_choices_by_meaning():
     """The issue's case: "3", "3.0" and "three" are one choice, not three."""
     for choices in (["3", "3.0", "three"], ["2", "3", "3.0", "4"], ["2", "3", "03", "4"], [2, "3", 3.0, "4"]):
         result = fails("09.write_a_drill", {**SOLUTION_09, "choices": choices},
-                       says=("every other choice is wrong",))
+                       says=("each choice names a different number",))
         assert result.points < 3
 
 
@@ -595,3 +615,103 @@ def test_write_a_drill_refuses_a_snippet_that_differs_on_its_first_run():
         assert result.points == 0
     finally:
         torch.__dict__.pop("_drill_ran", None)
+
+
+# Review 29-09 (findings 1, 2, 3, 5 and the open item on inputs): right drills the name filter or the generator check
+# refused, and the cheats that must still fail.
+
+MODULE_DRILL = """
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def __call__(self, x):
+        return super().__call__(x)
+
+    def forward(self, x):
+        h = self.fc(x).relu()
+        print("hidden", tuple(h.shape))
+        return h.sum()
+
+block = Block().eval()
+
+def f(x):
+    return block(x)
+"""
+
+
+@pytest.mark.parametrize("snippet", [
+    MODULE_DRILL,  # finding 1 (super().__init__(), __call__, .eval()) and 2 (a layer with weights at module level)
+    "lin = torch.nn.Linear(8, 8)\n\ndef f(x):\n    y = lin(x)\n    print('hi')\n    return y.relu()\n",  # 2
+    "def f(input):\n    y = input.sin()\n    print('hi')\n    return y.cos()\n",  # finding 3
+    "def f(x):\n    id, time = 2, 3\n    y = x * id\n    print('hi', time)\n    return y.cos()\n",  # finding 3
+], ids=["nn_module_eval", "module_level_linear", "param_named_input", "own_id_and_time"])
+def test_write_a_drill_passes_modules_layers_and_its_own_names(snippet):
+    passes("09.write_a_drill", _drill(snippet, choices=("1", "2", "3")))
+
+
+INTROSPECTION = {
+    "globals": "def f(x):\n    y = x.sin()\n    if 'write_a_drill' in str(f.__globals__):\n        print('x')\n"
+               "    return y.cos()\n",
+    "builtins": "def f(x):\n    y = x.sin()\n    if len(__builtins__) % 2:\n        print('x')\n    return y.cos()\n",
+    "code": "def f(x):\n    y = x.sin()\n    if f.__code__.co_firstlineno:\n        print('x')\n    return y.cos()\n",
+    "frame": "def f(x):\n    y = x.sin()\n    if torch.sys._getframe(1).f_locals:\n        print('x')\n"
+             "    return y.cos()\n",
+    "subclasses": "def f(x):\n    y = x.sin()\n    if ().__class__.__base__.__subclasses__():\n        print('x')\n"
+                  "    return y.cos()\n",
+    "module_name": _sometimes("__name__.endswith('3')"),
+    "numpy_random": _sometimes("numpy.random.rand() > 0.5", "import numpy\n\n"),
+    "attrgetter": _sometimes("attrgetter('random')(torch).rand(()) > 0.5", "from operator import attrgetter\n\n"),
+    "seed_then_draw": _sometimes("torch.rand(()) > 0.5", "torch.manual_seed(0)\n\n"),
+}
+
+
+@pytest.mark.parametrize("name", list(INTROSPECTION))
+def test_write_a_drill_still_refuses_introspection_and_chance_by_name(name):
+    fails("09.write_a_drill", _drill(INTROSPECTION[name]), says=("never on chance",))
+
+
+def test_write_a_drill_refuses_a_builtin_its_snippet_binds_only_sometimes():
+    """A name the snippet binds is its own; one bound only on a path that never runs finds no builtin either."""
+    snippet = "if False:\n    hash = None\n\n" + _sometimes("hash('drill') % 2")
+    fails("09.write_a_drill", _drill(snippet), says=("raised NameError",))
+
+
+def test_write_a_drill_refuses_a_count_that_depends_on_a_draw_outside_f():
+    """Layers (draws) outside f are fine, but a count that follows those draws changes across the runs (torch is
+    seeded anew for each: 1 in 4,000 that seven draws of 0..3 agree)."""
+    snippet = "N = int(torch.randint(0, 4, ()))\n\ndef f(x):\n    y = x.sin()\n" + "".join(
+        f"    if N > {k}:\n        y = y * 2\n        print('step')\n" for k in range(3)) + "    return y.cos()\n"
+    fails("09.write_a_drill", _drill(snippet, choices=("1", "2", "3", "4")), says=("changes from run to run",))
+
+
+def test_write_a_drill_leaves_torchs_generator_as_it_found_it():
+    torch.manual_seed(1234)
+    expected = torch.rand(3)
+    torch.manual_seed(1234)
+    passes("09.write_a_drill", _drill(MODULE_DRILL))
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_write_a_drill_says_when_two_choices_name_one_number():
+    """Finding 5: with "3" and "three" among the choices the message said only that every other choice must be
+    wrong, which they were."""
+    result = fails("09.write_a_drill", _drill(BREAK, choices=("2", "3", "three")),
+                   says=("each choice names a different number", "'3' and 'three' both name 3"))
+    assert "every other choice is wrong" not in result.message and result.points == 3 * 3 / 4
+
+
+def test_write_a_drill_refuses_a_count_that_follows_the_inputs_size():
+    """The open item: a branch no draw of randn(8) crosses (|x| > 10) passed x, -x, |x|, -|x| and y; x scaled up and
+    down by a drawn factor crosses it."""
+    fails("09.write_a_drill", _drill(_sometimes("x.abs().max() > 10")), says=("changes from run to run",))
+
+
+def test_write_a_drill_name_filter_passes_every_bank_predict_snippet():
+    """Every predict snippet of the bank, wrapped as the exercise asks (a function f), passes the name filter, but
+    the two that read the clock or a function's code object."""
+    reads_the_process = {"02.reset_cache": [".__code__"], "03.spot_logging": [".time", "time"]}
+    for drill in drills.drills(kind="predict"):
+        snippet = drill.snippet + ("" if "def f(" in drill.snippet else "\n\ndef f(x):\n    return x.sin()\n")
+        assert lesson09._unstable_names(snippet) == reads_the_process.get(drill.id, []), drill.id

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import re
 import textwrap
-from decimal import Decimal, InvalidOperation
 
 from .. import drills
 from ..checking import CheckFailed, as_dict, expect, plain
@@ -50,10 +48,15 @@ def _pinned(drill_id: str) -> drills.Drill:
 
 
 def _given(name: str, drill: drills.Drill, value):
-    """One answer as plain data; True/False for a yes/no drill read as "yes"/"no"."""
+    """One answer as plain data; True/False (and 1/0, as Python counts them) for a yes/no drill read as "yes"/"no";
+    another int or a float as its text, which names a count however it is written (drills.resolve: 1, 1.0, "one",
+    "1 graph" are one answer, as write_a_drill reads choices)."""
     value = plain(name, value)
-    if type(value) is bool and {drills.normalize(c) for c in drill.choices} == {"yes", "no"}:
+    yes_no = {drills.normalize(c) for c in drill.choices} == {"yes", "no"}
+    if yes_no and type(value) in (bool, int) and value in (0, 1):
         return "yes" if value else "no"
+    if type(value) in (int, float):
+        return repr(value)
     return value
 
 
@@ -100,41 +103,80 @@ DRILL_KEYS = ("question", "snippet", "choices", "explanation")
 MIN_CHOICES = 3
 MIN_EXPLANATION_WORDS = 20
 
-# The snippet runs once per input below, each time in fresh state (a new module, Dynamo reset): x and y are two
-# draws of torch.randn(8) (from the OS's entropy, not torch's seed), and -x, |x|, -|x| are draws exactly as likely
-# as x (randn is symmetric), so a drill whose count depends on the input's signs (a branch on x.sum() > 0) gives two
-# answers here. Each run also finds torch's random generator where the previous one left it.
-STABLE_RUNS = ("x", "-x", "|x|", "-|x|", "y")
+# The snippet runs once per input below, each time in fresh state (a new module, Dynamo reset, torch seeded anew
+# from the OS before the snippet's own code runs). x and y are two draws of torch.randn(8) (from the OS's entropy, not
+# torch's seed); -x, |x|, -|x| are draws exactly as likely as x (randn is symmetric), so a count that depends on the
+# input's signs (a branch on x.sum() > 0) gives two answers here; x scaled up and down by a factor drawn between 100
+# and 10000 separates a count that depends on the input's size (a branch on x.abs().max() > 2.5, which the draws
+# rarely cross). The shape stays (8,): the question is about f(torch.randn(8)).
+STABLE_RUNS = ("x", "-x", "|x|", "-|x|", "y", "x*big", "x/big")
 
 # A drill is replayed by every learner who plays it: its answer may depend on torch and the snippet only, never on
-# chance, the clock, the process or who calls it. Names a snippet may not use (modules, builtins, attributes):
-UNSTABLE_NAMES = frozenset({
+# chance, the clock, the process or who calls it. What a snippet may not use:
+# - modules that bring those in: imported, or reached as another module's attribute (torch.os, numpy.random,
+#   torch._dynamo.utils.time: any object's attribute of these names, since no object can be ruled out statically);
+UNSTABLE_MODULES = frozenset({
     "random", "time", "datetime", "secrets", "uuid", "os", "sys", "inspect", "traceback", "gc", "threading",
-    "builtins", "importlib", "ctypes", "grader", "hash", "id", "globals", "locals", "vars", "eval", "exec", "compile",
-    "open", "input", "getattr", "setattr", "delattr", "breakpoint",
+    "_thread", "builtins", "importlib", "ctypes", "grader", "operator", "subprocess", "signal", "platform",
+    "multiprocessing", "concurrent", "marshal", "pickle",
 })
-UNSTABLE_ATTRIBUTES = UNSTABLE_NAMES - {"compile", "id"} | frozenset({
-    "seed", "urandom", "getrandbits", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time_ns",
-    "process_time", "thread_time", "now", "today", "utcnow", "_getframe", "f_back", "f_locals", "f_globals",
-    # drawing, then putting torch's generator back as it was, hides the draw from the generator's state
-    "get_rng_state", "set_rng_state", "manual_seed", "initial_seed", "fork_rng", "Generator", "get_state", "set_state",
+# - their functions, and torch's own seed and generator control (drawing, then putting torch's generator back as it
+#   was, hides the draw; reseeding makes a draw look fixed), frames, and getters by name (any object's attribute);
+UNSTABLE_ATTRIBUTES = UNSTABLE_MODULES | frozenset({
+    "seed", "manual_seed", "manual_seed_all", "seed_all", "initial_seed", "get_rng_state", "set_rng_state",
+    "get_rng_state_all", "set_rng_state_all", "fork_rng", "default_generator", "Generator", "get_state", "set_state",
+    "urandom", "getrandbits", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time_ns",
+    "process_time", "process_time_ns", "thread_time", "now", "today", "utcnow", "getpid", "get_ident",
+    "_getframe", "currentframe", "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "gi_frame", "cr_frame",
+    "ag_frame", "tb_frame", "attrgetter", "methodcaller",
 })
+# - builtins that read the process (id, hash, the namespaces) or run code by name, unless the snippet binds the name
+#   itself (`def f(input):`); the check's runs give the snippet builtins without them, so a name the snippet binds
+#   only sometimes (`if False: hash = None`) finds no builtin there either;
+UNSTABLE_BUILTINS = frozenset({
+    "hash", "id", "globals", "locals", "vars", "eval", "exec", "compile", "open", "input", "getattr", "setattr",
+    "delattr", "breakpoint", "memoryview", "__import__", "__build_class__",
+})
+# - dunder names and attributes, except the ordinary methods a class defines and calls (super().__init__(),
+#   module.__call__): __globals__, __code__, __builtins__, __class__, __dict__, __name__ (the module's name changes
+#   each run) and the rest reach the process.
+ORDINARY_DUNDERS = frozenset(
+    f"__{name}__" for name in (
+        "init new post_init call del enter exit len iter next reversed contains getitem setitem delitem missing repr "
+        "str format bool doc slots version torch_function torch_dispatch eq ne lt le gt ge neg pos abs invert "
+        "index int float complex round trunc floor ceil"
+    ).split()
+) | frozenset(
+    f"__{prefix}{op}__" for op in "add sub mul matmul truediv floordiv mod divmod pow lshift rshift and or xor".split()
+    for prefix in ("", "r", "i")
+)
 
-# Choices are counts, compared as numbers: "3", "3.0", " three ", "3 graphs" and 3 are one choice.
-NUMBER_WORDS = {word: n for n, word in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
-    "eighteen nineteen twenty".split())}
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
+# Choices are counts, compared as numbers: "3", "3.0", " three ", "3 graphs" and 3 are one choice (drills.count_text,
+# which the drill player and the rounds above read numbers with too).
+NUMBER_WORDS = drills.NUMBER_WORDS
 
 
 def _inputs() -> dict:
-    """The inputs of STABLE_RUNS, by name."""
+    """The inputs of STABLE_RUNS, by name (the scaled runs named with their drawn factor)."""
     import torch
 
     from ..probes import fresh_generator
 
-    x, y = torch.randn(2, 8, generator=fresh_generator())
-    return dict(zip(STABLE_RUNS, (x, -x, x.abs(), -x.abs(), y)))
+    generator = fresh_generator()
+    x, y = torch.randn(2, 8, generator=generator)
+    big = float(10 ** (2 + 2 * torch.rand((), generator=generator)))
+    inputs = (x, -x, x.abs(), -x.abs(), y, x * big, x / big)
+    names = STABLE_RUNS[:5] + (f"x*{big:.0f}", f"x/{big:.0f}")
+    return dict(zip(names, inputs))
+
+
+def _builtins() -> dict:
+    """The builtins a snippet's code sees while the check runs it: all but UNSTABLE_BUILTINS (__import__ and
+    __build_class__ stay, for the import and class statements; the name filter refuses them by name)."""
+    import builtins
+
+    machinery = {"__import__", "__build_class__"}  # import and class statements call them
+    return {k: v for k, v in vars(builtins).items() if k not in UNSTABLE_BUILTINS or k in machinery}
 
 
 def true_graph_count(snippet: str, x=None) -> int:
@@ -149,49 +191,57 @@ def true_graph_count(snippet: str, x=None) -> int:
 def as_count(name: str, choice) -> str:
     """A choice as the number it names, written the one way the drill player reads as that number ("3"): a string
     of digits (with a sign, a decimal point, " graphs"), a number word up to twenty, or a plain int or float."""
-    value = plain(name, choice)
-    if type(value) is str:
-        text = re.sub(r"\s*graphs?$", "", drills.normalize(value))
-        if text in NUMBER_WORDS:
-            return str(NUMBER_WORDS[text])
-        if _NUMBER.fullmatch(text):
-            value = Decimal(text)
-    elif type(value) in (int, float):
-        try:
-            value = Decimal(repr(value))
-        except InvalidOperation:
-            value = None
-    if isinstance(value, Decimal) and value.is_finite():
-        return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
-    raise CheckFailed(f"`{name}` is {choice!r}: each choice is a count of graphs, a number such as \"2\"")
+    count = drills.count_text(plain(name, choice))
+    if count is None:
+        raise CheckFailed(f"`{name}` is {choice!r}: each choice is a count of graphs, a number such as \"2\"")
+    return count
+
+
+def _bound_names(tree_source: str) -> set[str]:
+    """Every name the snippet binds in some scope (assigned, a parameter, imported, a def or class)."""
+    import symtable
+
+    bound, tables = set(), [symtable.symtable(tree_source, "<snippet>", "exec")]
+    while tables:
+        table = tables.pop()
+        tables.extend(table.get_children())
+        bound.update(s.get_name() for s in table.get_symbols()
+                     if s.is_assigned() or s.is_parameter() or s.is_imported() or s.is_namespace())
+    return bound
+
+
+def _dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__") and name not in ORDINARY_DUNDERS
 
 
 def _unstable_names(snippet: str) -> list[str]:
-    """Names the snippet uses that make an answer depend on chance, the clock or its caller (see UNSTABLE_NAMES)."""
+    """Names the snippet uses that make an answer depend on chance, the clock or its caller (see UNSTABLE_MODULES,
+    UNSTABLE_ATTRIBUTES, UNSTABLE_BUILTINS, ORDINARY_DUNDERS)."""
     try:
         tree = ast.parse(snippet)
+        own = _bound_names(snippet)
     except SyntaxError:
         return []  # running it reports the syntax error
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and (node.id in UNSTABLE_NAMES or node.id.startswith("__")):
-            found.add(node.id)
-        elif isinstance(node, ast.Attribute) and (node.attr in UNSTABLE_ATTRIBUTES or node.attr.startswith("__")):
+        if isinstance(node, ast.Name):
+            if _dunder(node.id) or (node.id in UNSTABLE_BUILTINS | UNSTABLE_MODULES and node.id not in own):
+                found.add(node.id)
+        elif isinstance(node, ast.Attribute) and (node.attr in UNSTABLE_ATTRIBUTES or _dunder(node.attr)):
             found.add("." + node.attr)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             names = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
             for module in modules:
                 parts = module.split(".")
-                if parts[0] in UNSTABLE_NAMES or "random" in parts:
+                if parts[0] in UNSTABLE_MODULES or "random" in parts:
                     found.add(module)
-            found.update(n for n in names if n in UNSTABLE_ATTRIBUTES)
+            found.update(n for n in names if n in UNSTABLE_ATTRIBUTES | UNSTABLE_BUILTINS or _dunder(n))
     return sorted(found)
 
 
-def as_drill(my_drill) -> drills.Drill:
-    """The learner's dict as a predict drill of lesson 09 whose ``compute`` measures the snippet live; its
-    choices are the counts they name, written as the player reads numbers ("3")."""
+def _read(my_drill) -> tuple[drills.Drill, list]:
+    """The learner's dict as a drill (see as_drill) and its choices as given (plain data)."""
     given = as_dict("my_drill", my_drill)
     missing = [key for key in DRILL_KEYS if key not in given]
     expect(not missing, f"`my_drill` needs the keys {list(DRILL_KEYS)}; missing: {missing}")
@@ -202,49 +252,88 @@ def as_drill(my_drill) -> drills.Drill:
            "`my_drill['choices']` must be a list of strings (the counts, e.g. \"2\")")
     choices = tuple(as_count(f"my_drill['choices'][{i}]", c) for i, c in enumerate(data["choices"]))
     snippet = textwrap.dedent(data["snippet"]).strip("\n") + "\n"
-    return drills.Drill(
+    drill = drills.Drill(
         id="09.my_drill", lesson="09", kind="predict", question=" ".join(data["question"].split()),
         explanation=" ".join(data["explanation"].split()), choices=choices, snippet=snippet,
         compute=lambda: str(true_graph_count(snippet)),
     )
+    return drill, list(data["choices"])
+
+
+def as_drill(my_drill) -> drills.Drill:
+    """The learner's dict as a predict drill of lesson 09 whose ``compute`` measures the snippet live; its
+    choices are the counts they name, written as the player reads numbers ("3")."""
+    return _read(my_drill)[0]
+
+
+def _counts(snippet: str) -> tuple[dict, bool]:
+    """The graph count of each run of STABLE_RUNS (see there), and whether any call of f drew from torch's
+    generator. torch's generator is left as it was found."""
+    import torch
+
+    from ..probes import fresh_generator
+
+    counts, drew, found = {}, False, torch.random.get_rng_state()
+    try:
+        for name, value in _inputs().items():
+            with drills.quietly():  # Dynamo reset before and after: every run starts fresh
+                # torch seeded anew: the snippet's own code may build layers (their weights are draws); a count that
+                # depends on those draws shows across the runs, and a draw while f runs is refused below
+                torch.manual_seed(int(torch.randint(2**62, (), generator=fresh_generator())))
+                try:
+                    f = drills._namespace(snippet, builtins=_builtins())["f"]
+                    state = torch.random.get_rng_state()
+                    counts[name] = drills._graphs(f, value)
+                except Exception as e:  # the learner's snippet is what ran
+                    raise CheckFailed(f"running your snippet and explain on `f(torch.randn(8))` raised "
+                                      f"{type(e).__name__}: {' '.join(str(e).split())[:200]}") from None
+            drew = drew or not torch.equal(state, torch.random.get_rng_state())
+    finally:
+        torch.random.set_rng_state(found)
+    return counts, drew
+
+
+def _same_numbers(given: list, choices: tuple) -> list[str]:
+    """Groups of the given choices that name one number, as "'3' and 'three' both name 3"."""
+    groups: dict[str, list] = {}
+    for raw, count in zip(given, choices):
+        groups.setdefault(count, []).append(repr(raw))
+    return [(f"{raws[0]} and {raws[1]} both" if len(raws) == 2 else f"{', '.join(raws[:-1])} and {raws[-1]} all")
+            + f" name {count}" for count, raws in groups.items() if len(raws) > 1]
 
 
 def write_a_drill(my_drill):
-    drill = as_drill(my_drill)  # everything judged on the data is read before the snippet runs
+    drill, given = _read(my_drill)  # everything judged on the data is read before the snippet runs
     choices, words = drill.choices, len(drill.explanation.split())
     least_choices, least_words = MIN_CHOICES, MIN_EXPLANATION_WORDS
     unstable = _unstable_names(drill.snippet)
     if unstable:
         raise CheckFailed(f"your snippet uses {', '.join(f'`{n}`' for n in unstable)}: a drill's answer may depend on "
                           "torch and the snippet only, never on chance, the clock or who runs it (the check gives f "
-                          "its input)", measured=", ".join(unstable), expected="torch and the snippet only")
-    import torch
-
-    counts, drew = {}, False
-    for name, value in _inputs().items():
-        state = torch.random.get_rng_state()
-        with drills.quietly():  # Dynamo reset before and after: every run starts fresh
-            try:
-                counts[name] = true_graph_count(drill.snippet, value)
-            except Exception as e:  # the learner's snippet is what ran
-                raise CheckFailed(f"running your snippet and explain on `f(torch.randn(8))` raised {type(e).__name__}: "
-                                  f"{' '.join(str(e).split())[:200]}") from None
-        drew = drew or not torch.equal(state, torch.random.get_rng_state())
+                          "its input" + ("; it seeds torch itself before your snippet runs, so layers built outside f "
+                                         "need no seed" if {".seed", ".manual_seed"} & set(unstable) else "") + ")",
+                          measured=", ".join(unstable), expected="torch and the snippet only")
+    counts, drew = _counts(drill.snippet)
     if drew:
-        raise CheckFailed("your snippet draws from torch's random number generator (torch.rand, randn, dropout, ...): "
-                          "a drill's answer may depend on torch and the snippet only, never on chance; work on x, "
-                          "which the check draws", measured="random numbers drawn", expected="none")
+        raise CheckFailed("your snippet draws from torch's random number generator while f runs (torch.rand, randn, "
+                          "dropout in training mode, ...): a drill's answer may depend on torch and the snippet only, "
+                          "never on chance; work on x, which the check draws (layers built outside f are fine)",
+                          measured="random numbers drawn", expected="none")
     if len(set(counts.values())) > 1:
-        seen = ", ".join(f"{counts[name]} for f({name})" for name in STABLE_RUNS)
+        seen = ", ".join(f"{count} for f({name})" for name, count in counts.items())
         raise CheckFailed(f"your snippet's answer changes from run to run: explain reported {seen} (each run in "
-                          "fresh state; x and y are two draws of torch.randn(8), and -x, |x|, -|x| are as likely "
-                          "as x): a drill has one answer",
+                          "fresh state, torch seeded anew; x and y are two draws of torch.randn(8), -x, |x|, -|x| are "
+                          "as likely as x, and the last two are x scaled): a drill has one answer",
                           measured=sorted(set(counts.values())), expected="the same count every run")
     truth = str(counts["x"])
     right = [c for c in choices if c == truth]
+    same = _same_numbers(given, choices)
+    live = f"one choice is the live answer ({truth} graphs) and every other choice is wrong on this torch"
+    if same:  # "3" and "three" are one choice: say so, whatever else holds
+        live = (f"each choice names a different number ({'; '.join(same)})"
+                + ("" if len(right) >= 1 else f", and {live}"))
     requirements = {
-        f"one choice is the live answer ({truth} graphs) and every other choice is wrong on this torch":
-            len(right) == 1 and len(set(choices)) == len(choices),
+        live: len(right) == 1 and not same,
         f"at least {least_choices} choices": len(choices) >= least_choices,
         "the snippet breaks the graph at least once (explain reports 2 graphs or more)": int(truth) >= 2,
         f"an explanation of {least_words} words or more": words >= least_words,
