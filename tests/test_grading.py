@@ -166,7 +166,8 @@ def test_pasted_outputs_of_a_solved_notebook_score_nothing(batch):
 def test_patching_torch_while_being_checked_earns_nothing_and_spares_the_rest(batch):
     rows = rows_by_student(batch[1])["patches_torch"]
     assert rows["00.warmup"]["status"] == "failed" and rows["00.warmup"]["points"] == "0"
-    assert "replaced" in rows["00.warmup"]["message"] or "differs" in rows["00.warmup"]["message"]
+    assert "changed what checks run under" in rows["00.warmup"]["message"]  # caught when its call returned
+    assert "torch.testing.assert_close" in rows["00.warmup"]["message"]  # and it names what was patched
     assert rows["00.predict_shape"]["status"] == rows["00.predict_dtype"]["status"] == "passed"  # honest work kept
 
 
