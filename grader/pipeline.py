@@ -130,6 +130,7 @@ def execute_and_extract(
         error_on_timeout={"ename": "CellTimeoutError", "evalue": "cell timed out", "traceback": []},
         kernel_name="python3",
         km=km,
+        shutdown_kernel="immediate",  # the answers are saved by then: no need to wait for its interpreter to exit
         resources={"metadata": {"path": str(workdir)}},
     )
     deadline = time.monotonic() + notebook_timeout

@@ -196,18 +196,24 @@ class Integrity:
                         spaces.append((f"{value.__module__}.{value.__qualname__}", value.__dict__))
         return spaces, configs
 
-    def _take(self) -> dict:
+    def _take(self, functions: bool = True) -> dict:
+        """The snapshot: per namespace its names, their values' identities and a shallow copy, and every
+        function's code object. With ``functions=False`` (to compare against the snapshot), each namespace
+        itself, not copied: ``changed`` fingerprints it and copies only one that moved."""
         from operator import attrgetter
         from types import FunctionType
 
         spaces, configs = self._spaces, self._configs
         taken: dict = {"spaces": {}, "configs": {}, "code": None}
-        functions = []
-        for name, namespace in spaces:
-            items = dict(namespace)
-            taken["spaces"][name] = (tuple(items), tuple(map(id, items.values())), items)
-            functions += [v for v in items.values() if type(v) is FunctionType]
-        taken["code"] = (functions, tuple(map(id, map(attrgetter("__code__"), functions))))
+        if not functions:
+            taken["spaces"] = dict(spaces)
+        else:
+            found = []
+            for name, namespace in spaces:
+                items = dict(namespace)
+                taken["spaces"][name] = (tuple(items), tuple(map(id, items.values())), items)
+                found += [v for v in items.values() if type(v) is FunctionType]
+            taken["code"] = (found, tuple(map(id, map(attrgetter("__code__"), found))))
         for name, module in configs:
             try:
                 taken["configs"][name] = {k: _value_print(v) for k, v in module.get_config_copy().items()}
@@ -220,16 +226,15 @@ class Integrity:
         """What was replaced or changed since this was made, at most ``limit`` names (new modules are ignored)."""
         from operator import attrgetter
 
-        before, now = self.before, self._take()
+        before, now = self.before, self._take(functions=False)
         self._fresh = None
         fresh = any(_watched(n) for n in set(sys.modules) - self._modules_before)
         names = []
         for name, (keys, ids, items) in before["spaces"].items():
-            if name not in now["spaces"]:
+            namespace = now["spaces"].get(name)
+            if namespace is None or (tuple(namespace) == keys and tuple(map(id, namespace.values())) == ids):
                 continue
-            keys_now, ids_now, items_now = now["spaces"][name]
-            if keys_now == keys and ids_now == ids:
-                continue
+            items_now = dict(namespace)  # copied only where the fingerprint moved
             is_class = "__spec__" not in items  # a class's namespace (its dunders are methods: __call__, __eq__)
             is_grader = name == PACKAGE or name.startswith(PACKAGE + ".")  # its data too (a check's drill bank)
             for key, value in items_now.items():  # a function replaced, or a method added over an inherited one
