@@ -83,7 +83,7 @@ grade: setup
 
 # What grading costs beyond running, per lesson and for --jobs 2 (a benchmark: keep the machine quiet).
 bench-grading: setup
-	$(PY) benchmarks/grading_cost.py $(if $(LESSONS),--lessons $(LESSONS))
+	$(PY) benchmarks/grading_cost.py $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLASS_LESSONS),--class-lessons $(CLASS_LESSONS))
 
 clean:
 	rm -rf $(VENV) .cache

@@ -2,10 +2,12 @@
 
     .venv/bin/python benchmarks/grading_cost.py [--lessons 00,03] [--pairs 3] [--class-size 4] [--class-lessons 00,06]
 
-1. Per lesson, in interleaved pairs (run, grade, run, grade, ...), the wall time of executing the solution
+1. Per lesson, after one untimed run that fills the Inductor cache for both sides, in interleaved pairs
+   (run, grade, then grade, run, ...), the wall time of executing the solution
    notebook as a learner's Jupyter would (``jupyter nbconvert --execute``, which is nbclient) and of
    grading it as a learner would (``python -m grader run``), each a fresh process in a fresh copy of the
-   notebook; the median of each and their ratio, and the whole course's (the sum of the medians).
+   notebook; the median of each and their ratio, and the whole course's (the sum of the medians). A solution
+   that does not grade to full marks stops the benchmark (a grading cut short is no measure of its cost).
 2. With ``--class-size N`` (0: skip), a class of N students who all submit the first lesson given (or the
    ``--class-lessons``), graded
    with ``python -m grader grade --jobs 1`` and ``--jobs 2`` (interleaved): notebooks per minute each way
@@ -19,6 +21,7 @@ pair runs back to back, so a disturbance costs both alike. Keep the machine quie
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -64,11 +67,14 @@ def _children_cpu() -> float:
         return usage.ru_utime + usage.ru_stime
 
 
+LAST_OUTPUT = [""]  # what the last timed command printed
+
+
 def _timed(cmd: list[str], cwd: Path) -> float:
     began, cpu = time.perf_counter(), _children_cpu()
-    done = subprocess.run(cmd, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seconds = time.perf_counter() - began
-    LAST_CPU[0] = _children_cpu() - cpu
+    LAST_CPU[0], LAST_OUTPUT[0] = _children_cpu() - cpu, done.stdout
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd[:4])} ... failed ({done.returncode}):\n{done.stderr[-2000:]}")
     return seconds
@@ -87,7 +93,11 @@ def grade_once(notebook: Path) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
         copy = Path(tmp) / notebook.name
         shutil.copy(notebook, copy)
-        return _timed([PY, "-m", "grader", "run", copy.name], Path(tmp))
+        seconds = _timed([PY, "-m", "grader", "run", "--json", copy.name], Path(tmp))
+    report = json.loads(LAST_OUTPUT[0])[0]
+    if report["score"] != report["max_score"]:  # a grading that stopped early is no measure of its cost
+        sys.exit(f"{notebook.name} graded {report['score']}/{report['max_score']}, not full marks: {report}")
+    return seconds
 
 
 def class_once(notebooks: list[Path], students: int, jobs: int) -> float:
@@ -106,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lessons", default="00,01,02,03,04,05,06,07,08,09")
     parser.add_argument("--pairs", type=int, default=3, help="interleaved run/grade pairs per lesson")
+    parser.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                        help="skip the untimed run per lesson that fills the Inductor cache for both sides")
     parser.add_argument("--class-size", type=int, default=4, help="students for the --jobs comparison (0: skip)")
     parser.add_argument("--class-lessons", default=None,
                         help="the lessons each student of that class submits (default: the first of --lessons)")
@@ -117,11 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     for lesson in lessons:
         notebook = _solution(lesson)
         runs, grades, run_cpu, grade_cpu = [], [], [], []
-        for _ in range(args.pairs):
-            runs.append(run_once(notebook))
-            run_cpu.append(LAST_CPU[0])
-            grades.append(grade_once(notebook))
-            grade_cpu.append(LAST_CPU[0])
+        if args.warm_up:  # else the first run compiles what every later run and grade finds in the cache
+            run_once(notebook)
+        for pair in range(args.pairs):
+            for side in (("run", "grade") if pair % 2 == 0 else ("grade", "run")):  # who goes first alternates
+                if side == "run":
+                    runs.append(run_once(notebook))
+                    run_cpu.append(LAST_CPU[0])
+                else:
+                    grades.append(grade_once(notebook))
+                    grade_cpu.append(LAST_CPU[0])
         run, grade = statistics.median(runs), statistics.median(grades)
         total_run, total_grade = total_run + run, total_grade + grade
         spread = f"run {min(runs):.1f}-{max(runs):.1f}, grade {min(grades):.1f}-{max(grades):.1f}"
