@@ -91,11 +91,12 @@ def test_a_static_tvm_build_is_shown_the_match_cast_error_the_hint_names():
 
 
 @needs_tvm
-@pytest.mark.parametrize("most", [8, 128])
+@pytest.mark.parametrize("most", [8, 128, 4000])
 def test_a_tvm_build_whose_dim_has_a_max_fails_at_every_draw_and_is_told_why(most, monkeypatch):
     # The hidden layer at its smallest drawn width (8): a batch of 64 fits the 4096-byte storage TVM plans for
-    # max=8 (64 x 8 floats), so the old check's batches (4, 1, 7, 64) passed max=8 at such a draw, and max=128 at
-    # every draw. Its batch of 4096 exceeds what any max below 4096 plans for.
+    # max=8 (64 x 8 floats), so the check's batches (4, 1, 7, 64) passed max=8 at such a draw, and max=128 at
+    # every draw; with 4096 last, max=4000 passed (review finding). Its batch of 65536 exceeds what any max below
+    # 65024 plans for.
     drawn = lesson07._gelu_mlp
     monkeypatch.setattr(lesson07, "_gelu_mlp", lambda features, hidden, outputs: drawn(features, 8, outputs))
     result = grader.check("07.tvm_any_batch", tvm_max_bound(most))

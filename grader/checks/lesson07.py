@@ -583,11 +583,13 @@ def quantize(quantize_fn):
 
 # --- 07.tvm_any_batch ------------------------------------------------------------------------------
 
-# The example's batch first: a static build passes it and fails the others. 4096 last: a Dim with a max makes TVM
+# The example's batch first: a static build passes it and fails the others. 65536 last: a Dim with a max makes TVM
 # plan the executable's memory for that max (storage rounded up to 4096 bytes), so a batch above it fails only
-# where its tensors outgrow that plan (64 rows of a hidden layer of 8 fit the plan for max=8); 4096 rows of any
-# of the drawn layers (at least 2 floats wide) outgrow the plan of any max below 4096.
-TVM_BATCHES = (4, 1, 7, 64, 4096)
+# where its tensors outgrow that plan (64 rows of a hidden layer of 8 fit the plan for max=8, and 4096 rows that
+# for max=4000: review 29-04/07 finding 5). A tensor of w >= 2 floats a row outgrows the plan for max M at batch B
+# once B * 4w > M * 4w rounded up to 4096 bytes, so 65536 rows fail every max below 65536 - 512 (about 8 MB of
+# input at the widest draw of 24 features).
+TVM_BATCHES = (4, 1, 7, 64, 65536)
 
 # Run in a fresh interpreter (python -I, TVM's runtime library only): the executable, exported as a shared
 # library, runs where no learner code was ever imported, so a packed function it calls back into Python (one
