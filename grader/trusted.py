@@ -196,25 +196,23 @@ class Integrity:
                         spaces.append((f"{value.__module__}.{value.__qualname__}", value.__dict__))
         return spaces, configs
 
-    def _take(self, functions: bool = True) -> dict:
+    def _take(self, copies: bool = True) -> dict:
         """The snapshot: per namespace its names, their values' identities and a shallow copy, and every
-        function's code object. With ``functions=False`` (to compare against the snapshot), each namespace
-        itself, not copied: ``changed`` fingerprints it and copies only one that moved."""
+        function's code object; the config values and interpreter hooks. ``copies=False`` (what ``changed``
+        compares with the snapshot) takes only the last two: ``changed`` fingerprints each live namespace and
+        copies only one that moved."""
         from operator import attrgetter
         from types import FunctionType
 
-        spaces, configs = self._spaces, self._configs
         taken: dict = {"spaces": {}, "configs": {}, "code": None}
-        if not functions:
-            taken["spaces"] = dict(spaces)
-        else:
+        if copies:
             found = []
-            for name, namespace in spaces:
+            for name, namespace in self._spaces:
                 items = dict(namespace)
                 taken["spaces"][name] = (tuple(items), tuple(map(id, items.values())), items)
                 found += [v for v in items.values() if type(v) is FunctionType]
             taken["code"] = (found, tuple(map(id, map(attrgetter("__code__"), found))))
-        for name, module in configs:
+        for name, module in self._configs:
             try:
                 taken["configs"][name] = {k: _value_print(v) for k, v in module.get_config_copy().items()}
             except Exception:
@@ -226,12 +224,13 @@ class Integrity:
         """What was replaced or changed since this was made, at most ``limit`` names (new modules are ignored)."""
         from operator import attrgetter
 
-        before, now = self.before, self._take(functions=False)
+        before, now = self.before, self._take(copies=False)
+        live = dict(self._spaces)  # the namespaces themselves, by the names the snapshot keeps
         self._fresh = None
         fresh = any(_watched(n) for n in set(sys.modules) - self._modules_before)
         names = []
         for name, (keys, ids, items) in before["spaces"].items():
-            namespace = now["spaces"].get(name)
+            namespace = live.get(name)
             if namespace is None or (tuple(namespace) == keys and tuple(map(id, namespace.values())) == ids):
                 continue
             items_now = dict(namespace)  # copied only where the fingerprint moved
