@@ -22,7 +22,7 @@ another way pass, natural misreadings and cheats fail.
     file (onnx.checker's full_check passes, onnxruntime matches eager), and for this model it is the relabelled
     file byte for byte in its graph: nothing tells the two apart. The exercise asks for an export at the opset,
     so it is refused, and the message, the exercise text and the hint say what the check compares: the file's
-    operators with what the exporter writes at the opset asked (the message used to call it "relabelled" and
+    GELU spelling with what the exporter writes at the opset asked (the message used to call it "relabelled" and
     nothing told the learner the rule).
   cheats that must go on failing (not wrong passes of the old check):
     - zeroing the weights of the model it was handed, then exporting it. The old check computed its
@@ -198,7 +198,7 @@ def test_opset_a_relabelled_file_fails(answer, says):
 
 
 def test_opset_a_converted_file_is_refused_and_told_the_rule():
-    # The file is sound: the check refuses it for its operators and says so, as the exercise text and hint do.
+    # The file is sound: the check refuses it for how it spells GELU and says so, as the exercise text and hint do.
     with probes.silenced():
         program = torch.onnx.export(lesson07._gelu_mlp(6, 12, 3), (torch.randn(3, 6),), dynamo=True, verbose=False,
                                     opset_version=18)
@@ -206,15 +206,15 @@ def test_opset_a_converted_file_is_refused_and_told_the_rule():
     onnx.checker.check_model(converted, full_check=True)
     with probes.silenced():
         result = fails("07.opset", converted_from_18, says=(
-            "asked for opset 21", "relabelled or converted", "compares the file's operators with what the exporter "
-            "writes at the opset asked", "opset_version=opset"))
+            "asked for opset 21", "relabelled or converted", "compares how the file spells GELU with what the "
+            "exporter writes at the opset asked", "opset_version=opset"))
     assert result.points == 0.5, result  # right at 18 only
     import nbformat
 
     notebook = nbformat.read(Path(__file__).parents[1] / "solutions" / "07_onnx.ipynb", as_version=4)
     text = next(c.source for c in notebook.cells if c.source.startswith("### Exercise 07.opset"))
     for told in (text, registry.get("07.opset").hint):
-        assert "version_converter" in told and "Gelu" in told and "operators" in told, told
+        assert "version_converter" in told and "Gelu" in told and "spells GELU" in told, told
 
 
 def test_opset_files_made_in_advance_fail(files_made_in_advance):

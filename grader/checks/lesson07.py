@@ -164,7 +164,7 @@ def opset(export_at_opset):
                                       f"{spelled} where the exporter at opset {number} writes {exporter} (ONNX has "
                                       f"Gelu from opset {onnx.defs.get_schema('Gelu').since_version}): it was "
                                       "exported at another opset (relabelled or converted), and the check compares "
-                                      "the file's operators with what the exporter writes at the opset asked: "
+                                      "how the file spells GELU with what the exporter writes at the opset asked: "
                                       "export with torch.onnx.export(..., opset_version=opset)", f"GELU as {spelled}"))
                 continue
             try:
