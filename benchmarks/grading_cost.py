@@ -13,7 +13,8 @@
    with ``python -m grader grade --jobs 1`` and ``--jobs 2`` (interleaved): notebooks per minute each way
    and their ratio (the throughput of a second job), and the CPU time a notebook costs (its processes' user +
    system time): a second job can add throughput only as far as ``--jobs 1`` leaves the CPUs idle, so the
-   ceiling of that ratio on C CPUs is ``min(2, C * wall / cpu)`` of ``--jobs 1``.
+   ceiling of that ratio on C CPUs is ``min(2, C * wall / cpu)`` of ``--jobs 1``. A class that does not
+   grade to full marks at either count stops it.
 
 Both commands see the same environment (the Inductor cache of ``make``: ``.cache/inductor``), and each
 pair runs back to back, so a disturbance costs both alike. Keep the machine quiet while it runs.
@@ -21,6 +22,7 @@ pair runs back to back, so a disturbance costs both alike. Keep the machine quie
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import resource
@@ -108,8 +110,14 @@ def class_once(notebooks: list[Path], students: int, jobs: int) -> float:
             for notebook in notebooks:
                 shutil.copy(notebook, folder / notebook.name)
         lessons = ",".join(notebook.name[:2] for notebook in notebooks)
-        return _timed([PY, "-m", "grader", "grade", "class", "--lessons", lessons, "--jobs", str(jobs),
-                       "--out", "grades.csv"], Path(tmp))
+        seconds = _timed([PY, "-m", "grader", "grade", "class", "--lessons", lessons, "--jobs", str(jobs),
+                          "--out", "grades.csv"], Path(tmp))
+        with open(Path(tmp) / "grades.csv", newline="") as f:
+            lost = [row for row in csv.DictReader(line for line in f if not line.startswith("#"))
+                    if row["points"] != row["max_points"]]
+    if lost:  # as for one notebook: a class graded short of full marks is no measure
+        sys.exit(f"--jobs {jobs}: {len(lost)} exercises short of full marks, e.g. {lost[0]}")
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,18 +157,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.class_size:
         taken = [n.strip().zfill(2) for n in (args.class_lessons or lessons[0]).split(",") if n.strip()]
         notebooks = [_solution(lesson) for lesson in taken]
-        one, two, cpu = [], [], []
+        one, two, cpu, cpu2 = [], [], [], []
         for _ in range(max(1, args.pairs // 2)):
             one.append(class_once(notebooks, args.class_size, 1))
             cpu.append(LAST_CPU[0])
             two.append(class_once(notebooks, args.class_size, 2))
-        t1, t2, c1 = statistics.median(one), statistics.median(two), statistics.median(cpu)
+            cpu2.append(LAST_CPU[0])
+        t1, t2, c1, c2 = statistics.median(one), statistics.median(two), statistics.median(cpu), statistics.median(cpu2)
         n, cpus = args.class_size * len(notebooks), len(os.sched_getaffinity(0))
         print(f"class of {args.class_size}, lessons {','.join(taken)}: --jobs 1 {t1:.1f} s ({60 * n / t1:.1f} notebooks/min), "
               f"--jobs 2 {t2:.1f} s ({60 * n / t2:.1f} notebooks/min): {t1 / t2:.2f}x the throughput "
               f"on {cpus} CPUs", flush=True)
         print(f"  --jobs 1 kept {c1 / t1:.2f} of {cpus} CPUs busy ({c1 / n:.1f} CPU s per notebook): a second job "
-              f"could add at most {min(2.0, cpus * t1 / c1):.2f}x", flush=True)
+              f"could add at most {min(2.0, cpus * t1 / c1):.2f}x at that CPU cost; --jobs 2 spent {c2 / n:.1f} CPU s per "
+              "notebook", flush=True)
     return 0
 
 
