@@ -51,11 +51,13 @@ build: setup
 	$(PY) -m grader build
 
 # The whole suite: grader unit tests, registry and build checks, two-way truth, and nbval over the
-# solutions (--nbval-lax: only cells tagged nbval-check-output, the check cells, compare their output).
+# solutions (--nbval-lax: only cells tagged nbval-check-output, the check cells, compare their output);
+# after a solution's last cell its answers are graded from nbval's kernel (conftest.py, FullMarks),
+# so each solution is executed once.
 # The starters in notebooks/ are executed top to bottom by tests/test_notebooks.py (which fails on any
 # cell error and requires every exercise "not attempted"), so nbval does not run them a second time.
 # Work is handed out by scope (a module, a notebook, or one notebook run of tests/test_notebooks.py),
-# longest first (tests/conftest.py), so the workers finish together.
+# longest first (conftest.py), so the workers finish together.
 # The suite's fresh processes start from empty Inductor cache folders on purpose (lesson 02's mega-cache,
 # lesson 03's trace, lesson 04's recompile cost and their checks), and in each one Inductor would first
 # build and load small test programs to learn which vector instructions (AVX2, AVX-512) work: 10-25 s
