@@ -20,6 +20,7 @@ import importlib
 import itertools
 import io
 import logging
+import sys
 import warnings
 from functools import cache
 
@@ -35,6 +36,10 @@ PROGRAMS = {
     "cc": ("a C compiler (TVM's export_library links with one)",
            "install gcc or clang (Debian/Ubuntu: sudo apt install g++; macOS: xcode-select --install)"),
 }
+# On Windows TVM's get_cc finds no compiler whatever is installed (export_library calls clang itself there),
+# so a check that needs "cc" does not run: installing one would not change that.
+NOT_ON_WINDOWS = "not looked for on Windows (the check runs on Linux and macOS)"
+ON_WINDOWS = "run the notebook on Linux or macOS (on Windows: in WSL)"
 
 
 def _c_compiler() -> str | None:
@@ -84,6 +89,8 @@ def problem(module: str) -> str | None:
     """None when ``module`` imports and (for TVM and ExecuTorch) runs a tiny model right; otherwise why not,
     in a few words. Import noise is swallowed here, once. Cached: each module is tried once per process."""
     if module in PROGRAMS:
+        if module == "cc" and sys.platform == "win32":
+            return NOT_ON_WINDOWS
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             found = _c_compiler()
         return None if found else "not found (looked for $CXX, $CC, then g++, gcc, clang++, clang, c++, cc on PATH)"
@@ -114,7 +121,8 @@ def missing(modules) -> dict[str, str]:
 def explain(reasons: dict[str, str]) -> str:
     parts = [f"{PROGRAMS[m][0]} is {why}" if m in PROGRAMS else
              f"{PACKAGES.get(m, (m, m))[1]} ({PACKAGES.get(m, (m,))[0]}) is {why}" for m, why in reasons.items()]
-    todo = [PROGRAMS[m][1] for m in reasons if m in PROGRAMS] + [INSTALL] * any(m not in PROGRAMS for m in reasons)
+    todo = [ON_WINDOWS if why == NOT_ON_WINDOWS else PROGRAMS[m][1] for m, why in reasons.items() if m in PROGRAMS]
+    todo += [INSTALL] * any(m not in PROGRAMS for m in reasons)
     return "; ".join(parts) + f". To run it: {'; '.join(todo)}, then restart the kernel"
 
 

@@ -63,3 +63,19 @@ def test_the_needs_magic_runs_or_skips_a_cell(capsys):
         assert isinstance(failed.error_in_exec, ZeroDivisionError)  # errors inside stay errors
     finally:
         IPython.core.interactiveshell.InteractiveShell.clear_instance()
+
+
+def test_on_windows_a_c_compiler_is_not_asked_for(monkeypatch):
+    """TVM's get_cc finds none on Windows whatever is installed: the skip says so and gives no install advice
+    that could not clear it (review 29b finding 3)."""
+    optional.problem.cache_clear()
+    monkeypatch.setattr(optional.sys, "platform", "win32")
+    try:
+        why = optional.problem("cc")
+        told = optional.explain({"cc": why})
+    finally:
+        optional.problem.cache_clear()
+    assert why == optional.NOT_ON_WINDOWS, why
+    assert "Linux or macOS" in told and "WSL" in told and "apt install" not in told, told
+    monkeypatch.undo()
+    assert optional.problem("cc") is None  # this Linux machine has one (the suite builds with it)
