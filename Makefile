@@ -67,7 +67,7 @@ NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-saniti
 test: export TORCHINDUCTOR_VEC_ISA_OK := 1
 test: deploy
 	$(PY) -m grader build --check
-	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder --durations=25 $(NBVAL) --ignore=tests/browser tests solutions
+	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder --durations=40 $(NBVAL) --ignore=tests/browser tests solutions
 
 # The course in a real browser: JupyterLab 4 driven by Playwright with the system's Chromium (Debian and
 # Ubuntu: apt-get install chromium; CHROMIUM=/path overrides), for lessons 00, 01, 04 and 09. .ci/run
