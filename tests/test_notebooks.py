@@ -65,7 +65,8 @@ def test_starter_runs_and_scores_zero(lesson):
 # starts the longest first).
 for _lesson in LESSONS:
     _cls = f"TestStarter{_lesson.number}"
-    globals()[_cls] = type(_cls, (), {"test_starter_runs_and_scores_zero": (lambda l: lambda self: test_starter_runs_and_scores_zero(l))(_lesson),
+    globals()[_cls] = type(_cls, (), {"test_starter_runs_and_scores_zero":
+                                      (lambda t, l: lambda self: t(l))(test_starter_runs_and_scores_zero, _lesson),
                                       "lesson": _lesson.number})
 del test_starter_runs_and_scores_zero
 
