@@ -70,13 +70,13 @@ class FullMarks(pytest.Item):
 
     def runtest(self):
         from grader import optional, registry, transport
-        from grader.pipeline import check_answers
+        from grader.pipeline import answer_names, check_answers
         from grader.result import Status
 
         kernel = self.parent.kernel
         assert kernel is not None and kernel.is_alive(), "nbval's kernel is not running (see the cells above)"
         exercises = registry.exercises(self.lesson)
-        names = sorted({name for ex in exercises for name in ex.answers})
+        names = answer_names(exercises)
         with tempfile.TemporaryDirectory(prefix="full-marks-") as tmp:
             store = Path(tmp, "saved")
             store.mkdir()
@@ -139,8 +139,6 @@ def _skip_checks_whose_packages_are_missing(items) -> None:
     package this environment lacks or cannot run (ExecuTorch under torch 2.11), it says "skipped": not a
     regression, so that cell is skipped, with the reason."""
     import re
-
-    import pytest
 
     from grader import optional, registry
 

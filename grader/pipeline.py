@@ -361,6 +361,11 @@ def check_answers(
 
 # --- the pipeline -----------------------------------------------------------------------------------
 
+def answer_names(exercises: list[registry.Exercise]) -> list[str]:
+    """The notebook names a lesson's exercises read, which the kernel saves for the check worker."""
+    return sorted({name for ex in exercises for name in ex.answers})
+
+
 def run_notebook(
     path: Path,
     *,
@@ -385,7 +390,7 @@ def run_notebook(
             report.results = [Result(ex.id, Status.ERROR, 0, ex.points, str(e)) for ex in registry.exercises(lesson.number)]
         return report
     exercises = registry.exercises(lesson.number)
-    names = sorted({name for ex in exercises for name in ex.answers})
+    names = answer_names(exercises)
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         tmp = Path(tmp)
         # The kernel's own check calls record progress into a throwaway home: only this report counts.
