@@ -333,7 +333,7 @@ def test_beat_eager_solution_passes_and_a_wrapper_that_changes_nothing_fails():
     # the votes make a pass unlikely, and two in a row very unlikely.
     results = [_check("08.beat_eager", CleanNet, lambda model: model) for _ in range(2)]
     assert not all(r.passed for r in results), results
-    assert all(r.passed or "not fast enough" in r.message for r in results), results
+    assert all(r.passed or "not fast enough" in r.message or _inconclusive(r) for r in results), results
 
 
 @pytest.mark.notebooks
