@@ -15,13 +15,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 JOBS ?= 2
 
-# Inductor's compiled kernels are cached inside the checkout (ignored): re-runs compile much faster.
-export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
+# Inductor's compiled kernels are cached inside the checkout (ignored): re-runs compile much faster. One
+# folder per CPU: on a CPU, Inductor's cache key leaves out the vector instruction set (AVX2, AVX-512, ...),
+# so a folder filled on one CPU hits on another and runs code built for the wrong one (wrong values or a
+# crash: lesson 02 shows it, upstream/ keeps a reproducer). A checkout moved to another CPU starts afresh.
+CPUINFO ?= /proc/cpuinfo
+CPU_KEY := $(shell { grep -m1 -E '^(flags|Features)' $(CPUINFO) 2>/dev/null || sysctl -n machdep.cpu.brand_string machdep.cpu.features 2>/dev/null; uname -m; } | cksum | cut -d' ' -f1)
+export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor-$(CPU_KEY)
 # Jupyter prefers the kernel installed in .venv over any user-wide "python3" kernel.
 export JUPYTER_PREFER_ENV_PATH := 1
 export PYTHONWARNINGS := ignore::DeprecationWarning:jupyter_client.connect
 
-.PHONY: setup deploy lab test test-fast test-browser build grade bench-grading clean
+.PHONY: setup deploy lab test print-cache-dir test-fast test-browser build grade bench-grading clean
 setup: $(STAMP)
 
 # Idempotent: the venv is made once; the install reruns only when the pins or the package change.
@@ -86,6 +91,9 @@ grade: setup
 # What grading costs beyond running, per lesson and for --jobs 2 (a benchmark: keep the machine quiet).
 bench-grading: setup
 	$(PY) benchmarks/grading_cost.py $(if $(LESSONS),--lessons $(LESSONS)) $(if $(CLASS_LESSONS),--class-lessons $(CLASS_LESSONS))
+
+print-cache-dir:
+	@echo $(TORCHINDUCTOR_CACHE_DIR)
 
 clean:
 	rm -rf $(VENV) .cache

@@ -3,6 +3,7 @@ read from README.md and compared with what the code, the packaging or the Makefi
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -100,7 +101,18 @@ def test_the_layout_names_every_grader_module():
     assert {n for n in named if (ROOT / "grader" / f"{n}.py").exists() or (ROOT / "grader" / n).is_dir()} >= modules
 
 
-def test_make_keeps_the_inductor_cache_in_the_checkout():
-    assert "in `.cache/inductor` inside the checkout" in README
-    assert re.search(r"^export TORCHINDUCTOR_CACHE_DIR := \$\(CURDIR\)/\.cache/inductor$",
+def test_make_keeps_the_inductor_cache_in_the_checkout_one_folder_per_cpu(tmp_path):
+    assert "inside the checkout, one folder per CPU" in README
+    assert re.search(r"^export TORCHINDUCTOR_CACHE_DIR := \$\(CURDIR\)/\.cache/inductor-\$\(CPU_KEY\)$",
                      (ROOT / "Makefile").read_text(), re.M)
+
+    def folder(flags: str) -> str:  # the folder make would use on a CPU reporting these flags
+        cpuinfo = tmp_path / f"cpuinfo-{len(flags)}"
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+        out = subprocess.run(["make", "-s", "print-cache-dir", f"CPUINFO={cpuinfo}"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        assert out.startswith(str(ROOT / ".cache" / "inductor-")), out
+        return out
+
+    avx2, avx512 = "fpu sse4_2 avx avx2 fma", "fpu sse4_2 avx avx2 fma avx512f avx512bw avx512vl avx512dq"
+    assert folder(avx2) == folder(avx2) != folder(avx512)
