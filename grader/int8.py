@@ -1,16 +1,20 @@
-"""int8 matrix products as onnxruntime computes them on an x86 CPU without VNNI, on any machine.
+"""int8 matrix products as onnxruntime computes them on an x86 CPU with AVX2 and without VNNI, on any machine.
 
-onnxruntime's CPU kernels (MLAS) multiply uint8 activations by int8 weights ("U8S8") with one of two
-instruction sequences, chosen by the CPU at run time:
+onnxruntime's CPU kernels (MLAS) multiply uint8 activations by int8 weights ("U8S8") with an instruction
+sequence chosen by the CPU at run time (``onnxruntime/core/mlas/lib/platform.cpp``):
 
-* with VNNI (AVX-512 VNNI or AVX-VNNI: Intel from Ice Lake / Cascade Lake servers, AMD from Zen 4),
-  ``vpdpbusd`` adds four u8 x s8 products straight into an int32: exact;
-* without it (AVX2-only CPUs such as AMD Zen 1-3 or Intel before 2019, and AVX-512 without VNNI),
-  ``vpmaddubsw`` first adds each *pair* of neighbouring products (k, k+1) into an **int16 with
+* with VNNI (AVX-512 VNNI or AVX-VNNI: Intel Cascade Lake, Ice Lake, Tiger Lake, Alder Lake and later,
+  AMD from Zen 4), ``vpdpbusd`` adds four u8 x s8 products straight into an int32: exact;
+* with AVX2 and without VNNI (Intel Haswell to Coffee/Comet Lake, AMD Zen 1-3, and AVX-512 without VNNI
+  such as Skylake-SP), ``vpmaddubsw`` first adds each *pair* of neighbouring products (k, k+1) into an **int16 with
   saturation**: 255 x 127 + 255 x 127 = 64770 does not fit and is clipped to 32767. The error that
   follows is onnxruntime's documented "U8S8 saturation" (its quantization guide, "When to use
   reduce_range"); 7-bit weights (``reduce_range=True``: |w| <= 64, so a pair stays within
   2 x 255 x 64 = 32640) or uint8 weights (the U8U8 kernel widens to int16 before multiplying) avoid it.
+  x86 CPUs without AVX2 (Sandy/Ivy Bridge, Bulldozer) keep MLAS's default SSE kernel, which widens the
+  bytes to int16 and adds pairs of products into int32 (``pmaddwd``): exact on Linux (Windows builds pick
+  an SSE4.1 U8S8 kernel there instead, not checked here); ``tests/test_int8.py`` runs onnxruntime under
+  ``qemu-x86_64 -cpu IvyBridge`` to show it.
   ARM CPUs use their own dot-product kernels and do not saturate.
 
 :func:`session` runs an ONNX file through onnx's reference evaluator with the integer
@@ -36,7 +40,7 @@ def _zero_point(value, default=0) -> np.ndarray:
 
 
 def accumulate(a: np.ndarray, b: np.ndarray, a_zero_point=None, b_zero_point=None, *, saturate: bool = True) -> np.ndarray:
-    """``(a - a_zero_point) @ (b - b_zero_point)`` in int32, as MLAS's U8S8 kernel without VNNI computes it.
+    """``(a - a_zero_point) @ (b - b_zero_point)`` in int32, as MLAS's AVX2 U8S8 kernel (no VNNI) computes it.
 
     ``a`` is (..., K) of uint8 or int8 and ``b`` (K, N) of int8 or uint8. Only u8 x s8 (int8 activations are
     shifted to uint8 first, as MLAS does on x86) saturates; u8 x u8 is exact.
@@ -109,7 +113,7 @@ def _unsupported(model) -> str | None:
 
     A QDQ file (``quantize_static``'s default: ``DequantizeLinear`` on int8 weights, float ``MatMul``/``Gemm``)
     holds no integer product: onnxruntime fuses it into ``QGemm``/``QLinearMatMul`` at load time, and those
-    saturate without VNNI, while the reference evaluator would compute it in float. Refuse rather than
+    saturate on AVX2 without VNNI, while the reference evaluator would compute it in float. Refuse rather than
     under-report."""
     from onnx import TensorProto
 
@@ -126,7 +130,7 @@ def _unsupported(model) -> str | None:
 
 class Session:
     """Runs an ONNX file like ``onnxruntime.InferenceSession.run(None, {name: array})``, with the int8 products
-    of an x86 CPU without VNNI (``vnni=False``: pairs saturate in int16) or with it (``vnni=True``: exact)."""
+    of an x86 CPU with AVX2 and without VNNI (``vnni=False``: pairs saturate in int16) or with VNNI (``vnni=True``: exact)."""
 
     def __init__(self, path, *, vnni: bool = False):
         import onnx
@@ -151,16 +155,17 @@ class Session:
 
 
 def session(path, *, vnni: bool = False) -> Session:
-    """Evaluate the ONNX file at ``path`` as onnxruntime's CPU kernels do without VNNI (or with it)."""
+    """Evaluate the ONNX file at ``path`` as onnxruntime's CPU kernels do on AVX2 without VNNI (or with VNNI)."""
     return Session(path, vnni=vnni)
 
 
 def saturates_here() -> bool | None:
-    """True on an x86 CPU without VNNI (onnxruntime's U8S8 products saturate), False with VNNI or on ARM,
-    None where the CPU's features cannot be read (only Linux's /proc/cpuinfo is read)."""
-    from .runtime import cpu_flags
+    """True on an x86 CPU with AVX2 and without VNNI (onnxruntime's U8S8 products saturate); False with VNNI,
+    on x86 without AVX2 (MLAS's SSE kernel) and on ARM; None where the CPU's features cannot be read (only
+    Linux's /proc/cpuinfo is read)."""
+    from . import runtime
 
     if platform.machine().lower() in ("arm64", "aarch64"):
         return False
-    flags = cpu_flags()
-    return None if flags is None else not ({"avx512_vnni", "avx_vnni"} & flags)
+    flags = runtime.cpu_flags()
+    return None if flags is None else "avx2" in flags and not ({"avx512_vnni", "avx_vnni"} & flags)

@@ -1,8 +1,10 @@
-"""grader.int8: onnxruntime's int8 products as an x86 CPU without VNNI computes them, proven against the real thing.
+"""grader.int8: onnxruntime's int8 products as an x86 CPU with AVX2 and without VNNI computes them, proven against
+the real thing.
 
 The emulation is what lets lesson 07 and check 07.quantize judge a quantized file for AVX2 laptops on any CPU,
 so it is held to onnxruntime itself: natively (this CPU's kind) and, where qemu-user is installed (``.ci/run``
-installs it), onnxruntime running under ``qemu-x86_64 -cpu Haswell``, a real AVX2 CPU without VNNI or AVX-512.
+installs it), onnxruntime running under ``qemu-x86_64 -cpu Haswell``, a real AVX2 CPU without VNNI or AVX-512,
+and under ``-cpu IvyBridge`` (AVX, no AVX2), whose default SSE kernel computes exactly.
 """
 from __future__ import annotations
 
@@ -48,6 +50,21 @@ def test_exact_accumulation_matches_integer_matmul_with_zero_points():
                                   (signed.astype(np.int64) + 5) @ b.astype(np.int64))
 
 
+@pytest.mark.parametrize("machine, flags, saturates", [
+    ("x86_64", {"sse4_2", "avx"}, False),  # Sandy/Ivy Bridge, Bulldozer: MLAS's default SSE kernel, exact on Linux
+    ("x86_64", {"avx", "avx2", "fma"}, True),  # Haswell to Comet Lake, Zen 1-3: vpmaddubsw, pairs in int16
+    ("x86_64", {"avx", "avx2", "fma", "avx_vnni"}, False),  # Alder Lake: AVX-VNNI
+    ("x86_64", {"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"}, False),  # Cascade/Ice Lake, Zen 4
+    ("x86_64", {"avx", "avx2", "fma", "avx512f", "avx512bw"}, True),  # Skylake-SP: AVX-512 without VNNI
+    ("aarch64", {"asimd", "asimddp"}, False),
+])
+def test_saturates_here_only_on_avx2_without_vnni(monkeypatch, machine, flags, saturates):
+    """MLAS picks its saturating U8S8 kernel inside its AVX2 branch only (onnxruntime/core/mlas/lib/platform.cpp)."""
+    monkeypatch.setattr(int8.platform, "machine", lambda: machine)
+    monkeypatch.setattr(runtime, "cpu_flags", lambda: frozenset(flags))
+    assert int8.saturates_here() is saturates
+
+
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory):
     """Lesson 07's wide MLP quantized with the defaults (full-range int8 weights) and with reduce_range, and inputs."""
@@ -79,6 +96,7 @@ def _ort(path, x):
 
 
 def test_onnxruntime_here_computes_what_this_cpus_kind_computes(quantized):
+    """Pairs saturate on x86 with AVX2 and without VNNI; products are exact with VNNI, without AVX2 and on ARM."""
     folder, x = quantized
     saturates = int8.saturates_here()
     if saturates is None:
@@ -117,3 +135,22 @@ def test_emulation_equals_onnxruntime_on_a_real_avx2_cpu_without_vnni(quantized)
         assert np.abs(avx2 - emulated).max() < 1e-4 * scale, name
         error = float(np.abs(avx2 - want).max()) / scale
         assert (error > 0.05) == saturated, f"{name}: {error:.1%} of the largest output on the AVX2 CPU"
+
+
+@pytest.mark.skipif(not (QEMU and ON_X86), reason="needs qemu-user (qemu-x86_64) on an x86-64 machine")
+def test_onnxruntime_on_an_x86_cpu_without_avx2_is_exact(quantized):
+    """Under qemu's IvyBridge model (AVX, no AVX2) MLAS keeps its default SSE U8S8 kernel (int16 x int16 into
+    int32): no saturation, so saturates_here() says False for such a CPU."""
+    folder, x = quantized
+    script = ("import sys, numpy as np, onnxruntime as ort\n"
+              "s = ort.InferenceSession(sys.argv[2], providers=['CPUExecutionProvider'])\n"
+              "np.save(sys.argv[3], s.run(None, {s.get_inputs()[0].name: np.load(sys.argv[1])})[0])\n")
+    done = subprocess.run([QEMU, "-cpu", "IvyBridge", sys.executable, "-c", script, str(folder / "x.npy"),
+                           str(folder / "default.onnx"), str(folder / "default.ivybridge.npy")],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    ivy = np.load(folder / "default.ivybridge.npy")
+    exact, saturated = (_emulated(folder / "default.onnx", x, vnni=vnni) for vnni in (True, False))
+    scale = float(np.abs(exact).max())
+    assert np.abs(ivy - exact).max() < 1e-4 * scale
+    assert np.abs(ivy - saturated).max() > 0.02 * scale
