@@ -120,11 +120,13 @@ concept(
     "An AOTInductor package, compiled from a program exported with `Dim(\"batch\", min=1, max=1024)` and loaded "
     "with `aoti_load_package` (no environment variables set), is called with a batch of 2048. What happens?",
     "it runs, without an error: the package checks no input unless AOTI_RUNTIME_CHECK_INPUTS=1",
-    """The package's generated C++ holds a check of every input (dtype, fixed sizes, the ranges of dynamic
+    """The package's generated C++ holds a check of every input (dtype, fixed sizes, the bounds of dynamic
     sizes, strides, device), but runs it only when the environment variable `AOTI_RUNTIME_CHECK_INPUTS` is
     set (not to 0) in the process that runs the package; the C++ reads it at run time, so the compiler's
     environment does not matter. Then batch 2048 is refused ("dim value is too large ... expected to be <=
-    1024"). `ep.module()` checks the upper bound always. Lesson 05 section 7 shows both on one package.""",
+    1024"), and so is batch 1: the lower bound checked is the 2 export assumes, not the Dim's min, unless the
+    package was built with `inductor_configs={"aot_inductor.check_lowerbound": False}`. `ep.module()` checks
+    the upper bound always. Lesson 05 section 7 shows both on one package.""",
     choices=(
         "it runs, without an error: the package checks no input unless AOTI_RUNTIME_CHECK_INPUTS=1",
         "it raises: the package checks every input against the program's ranges, as ep.module() does",
