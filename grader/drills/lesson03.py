@@ -139,9 +139,10 @@ concept(
     one after the last tensor op is at least listed in its `break_reasons`, one before the first tensor
     op (a `print`, for example) is in neither (lesson 03 section 1 shows all three places). The `graph_breaks` log of a default compile
     (`TORCH_LOGS=graph_breaks`) lists every break it takes, with its reason and GB id. `fullgraph=True`
-    refuses most breaks, but it is a different compile: it also captures `.item()` as a symbolic scalar,
-    so a function whose only breaks are `.item()` calls compiles there as one graph and still breaks
-    under plain `torch.compile`.""",
+    refuses most breaks, but it is a different compile: it also captures data-dependent scalars (`.item()`,
+    an integer `.tolist()`) and data-dependent output shapes (a boolean mask, `nonzero`), so a function
+    whose only breaks are of those kinds compiles there as one graph and still breaks under plain
+    `torch.compile`.""",
     choices=("yes", "no"),
 )
 
@@ -182,7 +183,9 @@ concept(
     """,
     """It compiles, in two graphs. `error_on_graph_break(True)` makes a break an error only *inside* its
     region; the break before the region is allowed as usual. Unlike `fullgraph=True` it promises no single
-    graph for the whole function: it is strictness for one region.""",
+    graph for the whole function, and it keeps a plain compile's rules: it does not switch on
+    `fullgraph=True`'s scalar and output-shape capture, so an `.item()`, an integer `.tolist()` or a boolean
+    mask inside the region raises where `fullgraph=True` would compile it.""",
 )
 def _(ns):
     import torch
@@ -417,9 +420,9 @@ predict(
     """,
     """Line 4. Indexing with a boolean mask returns as many elements as the mask has `True` values: the output's
     size depends on the data (a `nonzero` under the hood), and by default Dynamo ends the graph at such a
-    "dynamic shape operator". The comparison on line 3 is elementwise with a known shape. Either set
-    `torch._dynamo.config.capture_dynamic_output_shape_ops = True` (the size becomes an unbacked symbol)
-    or keep shapes static: `torch.where(keep, probs, 0).sum()`.""",
+    "dynamic shape operator" (gb0036). The comparison on line 3 is elementwise with a known shape. Either set
+    `torch._dynamo.config.capture_dynamic_output_shape_ops = True` (the size becomes an unbacked symbol;
+    `fullgraph=True` switches that capture on by itself) or keep shapes static: `torch.where(keep, probs, 0).sum()`.""",
     form="break_line",
 )(break_line_of_f)
 
@@ -465,7 +468,8 @@ concept(
     is captured as one graph. It says nothing about recompiles: guards still fail on new shapes, dtypes or
     Python values and compile new graphs (that is `set_stance("fail_on_recompile")`). It does not merge
     forward and backward (AOTAutograd traces the backward separately), and it does not make every Python
-    construct traceable: it only reports the ones that are not.""",
+    construct traceable: it reports the ones that are not (it does capture `.item()` and boolean masks, which a
+    plain compile breaks on).""",
     choices=(
         "the first graph break raises an error instead of splitting the function into several graphs",
         "the function never recompiles: one graph serves every input",
