@@ -129,11 +129,12 @@ concept(
     "06.auto_vs_named",
     "`Dim.AUTO` or a named `Dim(\"b\")`: which one raises an error when the model cannot be dynamic along that dimension?",
     'Dim("b")',
-    """A named `Dim` is a promise checked at export: if the traced program needs the size to be fixed or
-    related to another size, export raises `Constraints violated` with suggested fixes. `Dim.AUTO`
-    infers: dynamic where possible, static or narrowed otherwise, without an error. `Dim.DYNAMIC` insists
-    like a named Dim; `Dim.STATIC` fixes the size. The check covers sizes of 2 and more only: export
-    assumes a dynamic size is never 0 or 1, so a special case for size 1 is dropped without an error.""",
+    """A named `Dim` is a promise checked at export: if the traced program needs the size to be fixed,
+    narrowed to a smaller range or tied to another size, export raises `Constraints violated` with
+    suggested fixes. `Dim.AUTO` infers: dynamic where possible, static, narrowed or tied otherwise, without
+    an error. `Dim.DYNAMIC` raises only where the size would become a constant; a narrowed range or a tie
+    it accepts quietly, as `Dim.AUTO` does. `Dim.STATIC` fixes the size. The promise is checked for sizes
+    of 2 and more: a branch on size 1 is decided (false) while tracing and dropped without an error.""",
     choices=("Dim.AUTO", 'Dim("b")'),
 )
 
@@ -148,10 +149,11 @@ concept(
     ep = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: Dim("batch", min=2)},))
     one_row = torch.randn(1, 8)
     """,
-    """It runs. `range_constraints` records `VR[2, int_oo]`, but `ep.module()` adds a run-time check for a
-    lower bound only when it is 3 or more (`if min_val > 2` in torch/export/_unlift.py): export assumes
-    every dynamic size is at least 2 anyway, so a minimum of 1 or 2 is not checked. With `min=3`, batch 1
-    and batch 2 are refused. The upper bound `max` is always checked.""",
+    """It runs. `range_constraints` records `VR[2, int_oo]`, but `ep.module()` checks the lower bound of
+    each input size's range only when it is 3 or more (`if min_val > 2` in torch/export/_unlift.py). A
+    derived size has a range of its own: with `Dim("seq", min=2)`, a second input of `2 * seq` ranges from
+    4, and that bound is checked. With `min=3`, batch 1 and batch 2 are refused. The upper bound `max` is
+    always checked.""",
 )
 def _(ns):
     return _succeeds(lambda: ns["ep"].module()(ns["one_row"]))
@@ -174,8 +176,8 @@ def _(ns):
     one_row = torch.randn(1, 3)
     # ep.range_constraints reads {s77: VR[0, int_oo]}: batch 1 is inside the range
     """,
-    """While tracing, export assumes each dynamic size is at least 2 and never checks 0 or 1, so it decided
-    `x.shape[0] == 1` as false for every size: the graph holds only the second branch, and at batch 1 it
+    """While tracing, export assumes each dynamic size is at least 2, so it decided `x.shape[0] == 1` as
+    false for every size and left no guard for it: the graph holds only the second branch, and at batch 1 it
     divides 0 by 0 (NaN) where eager returns the row. No error at export, none at run time. Keep the case
     with `torch.cond(x.shape[0] == 1, ...)` or `torch.where` on the size; `Dim("batch", min=2)` and
     `torch._check(x.shape[0] != 1)` change nothing at run time.""",
