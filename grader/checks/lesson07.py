@@ -335,12 +335,12 @@ def predict_ort_output(predicted):
 WIDE_IN, WIDE_OUT = 256, 64
 QUANTIZE_BATCHES = (1, 48)
 QUANTIZE_TOLERANCE = 0.05  # of the largest |eager output|: exact int8 arithmetic gives ~1-2% on this model; the
-# default quantize_dynamic gives 4-31% on an x86 CPU without VNNI (U8S8 saturation; it varies with the inputs),
+# default quantize_dynamic gives 4-31% on an x86 CPU with AVX2 and without VNNI (U8S8 saturation; it varies with the inputs),
 # reduce_range 1-2%, uint8 weights 1-2%
 
 
 def wide_mlp() -> torch.nn.Module:
-    """Wide enough that its weights (about 1.3 M parameters) dominate the file, so int8 matters."""
+    """Wide enough that its weights (1.4 M parameters) dominate the file, so int8 matters."""
     return torch.nn.Sequential(torch.nn.Linear(WIDE_IN, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
                                torch.nn.ReLU(), torch.nn.Linear(1024, WIDE_OUT))
 
@@ -578,7 +578,7 @@ def quantize(quantize_fn):
                 fraction=1 / 2)
     return (f"dst holds {integer} bytes of int8/uint8 weights ({total} bytes of weights in all against {fp32} in "
             f"fp32); at batch {' and '.join(map(str, QUANTIZE_BATCHES))} it stays within {QUANTIZE_TOLERANCE:.0%} of "
-            "eager's largest output with onnxruntime on this CPU and as an x86 CPU without VNNI computes it")
+            "eager's largest output with onnxruntime on this CPU and as an x86 CPU with AVX2 and without VNNI computes it")
 
 
 # --- 07.tvm_any_batch ------------------------------------------------------------------------------
