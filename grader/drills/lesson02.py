@@ -92,7 +92,8 @@ concept(
     """`reduce-overhead` records the sequence of kernel launches once as a CUDA graph and replays it with one
     launch, removing per-op launch overhead; it needs a CUDA device. `torch._inductor.list_mode_options()`
     prints what each mode sets: `max-autotune` turns on CUDA graphs too, and also benchmarks kernel choices
-    at compile time (`max-autotune-no-cudagraphs` autotunes without them).""",
+    at compile time (`max-autotune-no-cudagraphs` autotunes without them); `lite` runs every op as an ATen
+    call except regions marked for Inductor.""",
     choices=("CUDA graphs", "autotuning of matmul kernels", "fullgraph=True", "dynamic shapes"),
 )
 
@@ -223,14 +224,18 @@ concept(
     "02.mega_cache_what",
     "A CPU container starts with an empty TORCHINDUCTOR_CACHE_DIR and calls "
     "`torch.compiler.load_cache_artifacts(data)` with artifacts a build job saved for the same model, torch, "
-    "settings and thread count. What does the first call of `torch.compile(model)` still do?",
+    "settings and thread count, on a CPU with the same vector ISA. What does the first call of "
+    "`torch.compile(model)` still do?",
     "Dynamo traces the model and the C++ compiler builds its kernels; Inductor's code generation is skipped",
     """The artifacts are cache entries (AOTAutograd and Inductor's FX graph cache), so the first call hits
     both caches and Inductor generates no code. They hold nothing from before capture, so Dynamo still
     traces; and on a CPU an FX graph entry holds the kernels' C++ source, not the shared libraries, so a new
-    cache folder builds them again (and, on x86 CPUs, probes the vector instructions once by building small
-    test programs; ARM builds pick NEON or SVE from what the CPU reports). Lesson 02 section 12
-    measures each part in fresh processes. On a GPU the compiled Triton kernels are bundled into the entries.""",
+    cache folder builds them again, and the vector-ISA probe's test programs too (x86 Linux and Windows: a
+    test program per ISA the CPU reports, built once per cache folder, loaded in every process; ARM (Linux and
+    Apple silicon): one for the picked ISA, at the first compile). Lesson 02 section 12 measures each part
+    in fresh processes. On a GPU the compiled Triton kernels are bundled into the entries. The vector ISA
+    (what `torch._inductor.cpu_vec_isa.pick_vec_isa()` prints) is not in the key: artifacts from a CPU that
+    picks another one would hit too, and compute wrong values or crash.""",
     choices=(
         "Dynamo traces the model and the C++ compiler builds its kernels; Inductor's code generation is skipped",
         "nothing: the first call runs precompiled code at once",
@@ -250,8 +255,11 @@ concept(
     weights reuse the same compiled code. The key hashes the graph and its inputs' metadata with what
     shapes the generated code: Inductor's configuration (even an option the model never uses),
     `torch_key()` (a fingerprint of the installed torch's version and source), and on a CPU, from torch
-    2.13, the thread count; `dynamic=True` captures another graph (symbolic sizes). Artifacts made under other conditions load without error and then miss. Lesson 02 section 12
-    shows the hit and each miss.""",
+    2.13, the thread count; `dynamic=True` captures another graph (symbolic sizes). Artifacts made under
+    those other conditions load without error and then miss. The vector ISA the CPU code was generated for
+    (AVX-512, AVX2, ...) shapes the code too but is not in the key: artifacts from a CPU that picks another
+    one hit, and compute wrong values or crash. Lesson 02 section 12 shows the hit, each miss and the
+    ISA mismatch.""",
     choices=(
         "other values in the model's weights (same shapes and dtypes)",
         "torch.compile(model, dynamic=True) instead of the default",
