@@ -30,7 +30,7 @@ def _(ns):
     result = torch.arange(4) // 2
     """,
     """`torch.arange` with integer arguments gives int64, and floor division `//` keeps integers integral.
-    True division `/` is what promotes to the default float dtype (float32): lesson 00's exercise. Know
+    True division `/` by a Python int is what promotes to the default float dtype (float32): lesson 00's exercise. Know
     both, because an unexpected float64 or int64 changes every guard and every exported dtype downstream.""",
 )
 def _(ns):
