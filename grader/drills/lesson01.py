@@ -52,10 +52,12 @@ concept(
     "On a CPU, a function runs 80 elementwise ops on a 16-element tensor. What does `torch.compile` do to its time per call?",
     "makes it several times faster: one compiled call replaces 80 eager op dispatches",
     """Tiny tensors are overhead-bound: each eager op costs a few microseconds of Python and dispatch
-    whatever its size, while a compiled call costs a fixed amount (guard check, wrappers) whatever it
-    does. Lesson 01 measures it on your machine: the 80-op chain wins by the factor it prints, while a
-    handful of ops ties or loses (it times eager twice as a control, so a tie reads "within noise"). The
-    rule is op count x per-op overhead against the compiled call's fixed cost.""",
+    whatever its size, while a compiled call runs all the elementwise ops it fuses in one kernel, for a
+    fixed cost per call (guard check, wrappers). Lesson 01 measures it on your machine: the 80-op chain
+    wins by the factor it prints, while a handful of ops ties or loses (it times eager twice as a control,
+    so a tie reads "within noise"). The rule is fused-op count x per-op overhead against the compiled
+    call's fixed cost; a matmul or a convolution stays one library call per op in compiled code, so a
+    chain of tiny matmuls keeps its per-op cost.""",
     choices=(
         "makes it several times faster: one compiled call replaces 80 eager op dispatches",
         "nothing: compile never helps tiny tensors",
@@ -71,9 +73,9 @@ concept(
     """Large elementwise ops do almost no arithmetic per byte, so their time is bytes moved divided by
     memory bandwidth. Three unfused ops read and write the whole tensor three times; a fused kernel keeps
     intermediates in registers and moves the data once. Lesson 01 measures the speed-up on your machine;
-    on a CPU the fused chain still runs well behind a copy into preallocated memory there, because it
-    allocates a fresh output and pays a page fault per page of it the kernel hands out (4 KiB pages on most
-    x86 Linux machines; 2 MiB pages under transparent huge pages make far fewer).""",
+    on a CPU with glibc (Linux) the fused chain still runs well behind a copy into preallocated memory there,
+    because its 64 MiB output is above glibc's 32 MiB line: each call gets fresh memory from the operating
+    system and pays a page fault per page of it.""",
     choices=(
         "they are memory-bound: fusion moves a third of the bytes",
         "fused kernels use more threads",
@@ -92,10 +94,10 @@ concept(
     exists (`out=`): `torch.add(x, 1, out=y)` moves memory the same way. An in-place op touches one tensor
     where the copy touches two, so near the size of the caches more of its data stays cached, and it can run
     far above the copy there; beyond the caches the gap depends on the CPU's memory system (a CPU whose
-    stores first read the line they overwrite, write-allocate, makes the copy pay a third transfer). An op
-    that returns a new tensor also pays a page fault per page of fresh memory the kernel hands out (4 KiB, or
-    far fewer 2 MiB pages under transparent huge pages) on a CPU, so it runs below
-    the copy. Lesson 01 section 1 measures all of them on your CPU, at four and at two times its L3.""",
+    stores first read the line they overwrite, write-allocate, makes the copy pay a third transfer). On a CPU
+    with glibc (Linux), an op that returns a new tensor above 32 MiB also pays a page fault per page of the
+    fresh memory each call gets, so it runs below the copy. Lesson 01 section 1 measures all of them on your
+    CPU, at four and at two times its L3.""",
     choices=(
         "none: a copy into preallocated memory is the ceiling for every elementwise op",
         "torch.add(x, 1, out=y): arithmetic hides the memory traffic",
