@@ -377,7 +377,8 @@ def torch_logs(**artifacts: bool):
 
 def page_faults(fn: Callable, *args: Any, calls: int = 5) -> float | None:
     """Minor page faults per call of ``fn(*args)`` after one warm-up call, from the OS's own counter
-    (fresh memory touched for the first time costs one per 4 KiB page); None where there is no counter."""
+    (memory the OS hands over costs one fault per page on its first touch; memory the C allocator kept
+    from an earlier call costs none); None where there is no counter."""
     try:
         import resource
     except ImportError:  # Windows
