@@ -112,7 +112,7 @@ def _ranges_from_2(ep: ExportedProgram) -> list[str]:
         return []
     return [f"the program's ranges ({', '.join(above)}) leave out size 1, which the exercise needs (a lower bound of 2 "
             f"is not checked by ep.module(), so size 1 may run all the same: section 7); a named Dim already includes 1: "
-            f"no min=2, no Dim.AUTO"]
+            f"no min=2, no Dim.AUTO or Dim.DYNAMIC"]
 
 
 def dynamic_batch_seq(export_dynamic):

@@ -378,9 +378,10 @@ def races(eager, candidate, draw, inspect=None, run=None) -> list[tuple[float, f
         if verdicts.count(True) >= RACE_VOTES or verdicts.count(False) >= RACE_VOTES:
             return results
     raise Inconclusive(
-        f"the machine was too busy to judge 08.beat_eager: {_race_summary(results)}; a race counts when your "
-        f"ratio clears the {RACE_MARGIN}x limit by more than eager timed against itself moved, and "
-        f"{RACE_VOTES} of {RACE_TRIES} races did not agree"
+        f"too busy to judge 08.beat_eager, or your path sits at the limit: {_race_summary(results)}; a race "
+        f"counts when your ratio clears the {RACE_MARGIN}x limit by more than eager timed against itself moved, "
+        f"and {RACE_VOTES} of {RACE_TRIES} races did not agree (if eager moved little and your ratios stay near "
+        f"{RACE_MARGIN}x on reruns, your path is at the limit: make it faster)"
     )
 
 

@@ -124,7 +124,7 @@ concept(
     sizes, strides, device), but runs it only when the environment variable `AOTI_RUNTIME_CHECK_INPUTS` is
     set (not to 0) in the process that runs the package; the C++ reads it at run time, so the compiler's
     environment does not matter. Then batch 2048 is refused ("dim value is too large ... expected to be <=
-    1024"), and so is batch 1: the lower bound checked is the 2 export assumes, not the Dim's min, unless the
+    1024"), and so is batch 1: the lower bound checked is at least the 2 export assumes, even where min is 1, unless the
     package was built with `inductor_configs={"aot_inductor.check_lowerbound": False}`. `ep.module()` checks
     the upper bound always. Lesson 05 section 7 shows both on one package.""",
     choices=(

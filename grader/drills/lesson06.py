@@ -134,7 +134,7 @@ concept(
     suggested fixes. `Dim.AUTO` infers: dynamic where possible, static, narrowed or tied otherwise, without
     an error. `Dim.DYNAMIC` raises only where the size would become a constant; a narrowed range or a tie
     it accepts quietly, as `Dim.AUTO` does. `Dim.STATIC` fixes the size. The promise is checked for sizes
-    of 2 and more: a branch on size 1 is decided (false) while tracing and dropped without an error.""",
+    of 2 and more: a branch on size 0 or 1 is decided while tracing and dropped without an error.""",
     choices=("Dim.AUTO", 'Dim("b")'),
 )
 
