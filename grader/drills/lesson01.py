@@ -53,10 +53,10 @@ concept(
     "makes it several times faster: one compiled call replaces 80 eager op dispatches",
     """Tiny tensors are overhead-bound: each eager op costs a few microseconds of Python and dispatch
     whatever its size, while a compiled call runs all the elementwise ops it fuses in one kernel, for a
-    fixed cost per call (guard check, wrappers). Lesson 01 measures it on your machine: the 80-op chain
+    cost per call (guards, wrappers, a check per tensor input). Lesson 01 measures it on your machine: the 80-op chain
     wins by the factor it prints, while a handful of ops ties or loses (it times eager twice as a control,
     so a tie reads "within noise"). The rule is fused-op count x per-op overhead against the compiled
-    call's fixed cost; a matmul or a convolution stays one library call per op in compiled code, so a
+    call's own cost; a matmul of ordinary size or a convolution stays one library call per op in compiled code, so a
     chain of tiny matmuls keeps its per-op cost.""",
     choices=(
         "makes it several times faster: one compiled call replaces 80 eager op dispatches",
