@@ -11,11 +11,11 @@ sequence chosen by the CPU at run time (``onnxruntime/core/mlas/lib/platform.cpp
   follows is onnxruntime's documented "U8S8 saturation" (its quantization guide, "When to use
   reduce_range"); 7-bit weights (``reduce_range=True``: |w| <= 64, so a pair stays within
   2 x 255 x 64 = 32640) or uint8 weights (the U8U8 kernel widens to int16 before multiplying) avoid it.
-  x86 CPUs without AVX2 (Sandy/Ivy Bridge, Bulldozer) keep MLAS's default SSE kernel, which widens the
-  bytes to int16 and adds pairs of products into int32 (``pmaddwd``): exact on Linux (Windows builds pick
-  an SSE4.1 U8S8 kernel there instead, not checked here); ``tests/test_int8.py`` runs onnxruntime under
+  x86 CPUs without AVX2 and FMA3 (Sandy/Ivy Bridge, Bulldozer to Steamroller) keep MLAS's default SSE kernel, which widens the
+  bytes to int16 and adds pairs of products into int32 (``pmaddwd``): exact on Linux and macOS (Windows builds
+  pick an SSE4.1 U8S8 kernel there, whose ``pmaddubsw`` saturates as AVX2 does; not run here); ``tests/test_int8.py`` runs onnxruntime under
   ``qemu-x86_64 -cpu IvyBridge`` to show it.
-  ARM CPUs use their own dot-product kernels and do not saturate.
+  ARM CPUs use NEON kernels of their own (dot-product ones where the core has them); not modelled here.
 
 :func:`session` runs an ONNX file through onnx's reference evaluator with the integer
 matrix products replaced by that pairwise-saturating arithmetic (for files whose integer products are
@@ -160,7 +160,7 @@ def session(path, *, vnni: bool = False) -> Session:
 
 
 def saturates_here() -> bool | None:
-    """True on an x86 CPU with AVX2 and without VNNI (onnxruntime's U8S8 products saturate); False with VNNI,
+    """True on an x86 CPU with AVX2 (and FMA3, as MLAS asks) and without VNNI (onnxruntime's U8S8 products saturate); False with VNNI,
     on x86 without AVX2 (MLAS's SSE kernel) and on ARM; None where the CPU's features cannot be read (only
     Linux's /proc/cpuinfo is read)."""
     from . import runtime
@@ -168,4 +168,4 @@ def saturates_here() -> bool | None:
     if platform.machine().lower() in ("arm64", "aarch64"):
         return False
     flags = runtime.cpu_flags()
-    return None if flags is None else "avx2" in flags and not ({"avx512_vnni", "avx_vnni"} & flags)
+    return None if flags is None else {"avx2", "fma"} <= flags and not ({"avx512_vnni", "avx_vnni"} & flags)

@@ -7,7 +7,7 @@ x86 CPU (with or without VNNI).
   the int8 weights kept in Constant nodes instead of initializers (refused before: the check counted initializers
   only); the weights in an external data file beside dst; a quantizer written by hand with onnx.helper
   (DynamicQuantizeLinear + MatMulInteger on 7-bit weights).
-  Misreadings (fail): quantize_dynamic's defaults (saturate without VNNI: 1/2); a plain copy; quantize_static's QDQ
+  Misreadings (fail): quantize_dynamic's defaults (saturate with AVX2 and without VNNI: 1/2); a plain copy; quantize_static's QDQ
   file (no dynamic quantization: 1/4); int8 weights that are only stored, cast back to float and multiplied in
   float beside a token DynamicQuantizeLinear (weight-only: 1/4).
   Cheats (fail): the float weights moved into Constant nodes beside a token int8 tensor, or into an If's

@@ -53,6 +53,7 @@ def test_exact_accumulation_matches_integer_matmul_with_zero_points():
 @pytest.mark.parametrize("machine, flags, saturates", [
     ("x86_64", {"sse4_2", "avx"}, False),  # Sandy/Ivy Bridge, Bulldozer: MLAS's default SSE kernel, exact on Linux
     ("x86_64", {"avx", "avx2", "fma"}, True),  # Haswell to Comet Lake, Zen 1-3: vpmaddubsw, pairs in int16
+    ("x86_64", {"avx", "avx2"}, False),  # AVX2 with FMA3 masked (a VM): MLAS's AVX2 branch needs both
     ("x86_64", {"avx", "avx2", "fma", "avx_vnni"}, False),  # Alder Lake: AVX-VNNI
     ("x86_64", {"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni"}, False),  # Cascade/Ice Lake, Zen 4
     ("x86_64", {"avx", "avx2", "fma", "avx512f", "avx512bw"}, True),  # Skylake-SP: AVX-512 without VNNI

@@ -1,5 +1,5 @@
 """07.quantize: the solution and its alternatives pass on every CPU; the defaults (which saturate on x86 CPUs
-without VNNI), an unquantized copy and a quantized wrong model fail, on a CPU with VNNI as without."""
+with AVX2 and without VNNI), an unquantized copy and a quantized wrong model fail, on a CPU with VNNI as without."""
 from __future__ import annotations
 
 import shutil
@@ -92,7 +92,7 @@ def test_starter_not_attempted():
 
 def static_qdq(src, dst):
     """quantize_static's QDQ file: int8 weights behind DequantizeLinear and float Gemms, which onnxruntime fuses into
-    QGemm at load time (saturating without VNNI: 15% off on qemu's Haswell, a reviewer measured)."""
+    QGemm at load time (saturating with AVX2 and without VNNI: 15% off on qemu's Haswell, a reviewer measured)."""
     import numpy as np
     from onnxruntime.quantization import CalibrationDataReader, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process

@@ -141,8 +141,8 @@ concept(
     (`TORCH_LOGS=graph_breaks`) lists every break it takes, with its reason and GB id. `fullgraph=True`
     refuses most breaks, but it is a different compile: it also captures data-dependent scalars (`.item()`,
     an integer `.tolist()`) and data-dependent output shapes (a boolean mask, `nonzero`), so a function
-    whose only breaks are of those kinds compiles there as one graph and still breaks under plain
-    `torch.compile`.""",
+    whose only breaks are of those kinds can compile there as one graph (not when a Python `if` or loop
+    reads the captured value) and still breaks under plain `torch.compile`.""",
     choices=("yes", "no"),
 )
 

@@ -522,7 +522,7 @@ def _(ns):
     # options.graph_optimization_level = ORT_ENABLE_BASIC; options.optimized_model_filepath = out
     """,
     """`Gemm`. BASIC is more than constant folding and redundant-node removal: it also fuses patterns into
-    standard ONNX ops, such as `MatMul` + `Add` on 2-D inputs into `Gemm`, a `BatchNormalization` after a
+    standard ONNX ops, such as `MatMul` + `Add` into `Gemm` (not on a 3-D input with a symbolic batch), a `BatchNormalization` after a
     `Conv` into the convolution's weights and a `Relu` before a `Clip` into the `Clip`. EXTENDED is the level
     whose fusions produce onnxruntime's own `com.microsoft` ops (`FusedMatMul`, `FusedConv`, `BiasGelu`).
     Read the optimized file back to see what a level did.""",
