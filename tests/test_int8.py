@@ -114,24 +114,31 @@ QEMU = shutil.which("qemu-x86_64")
 ON_X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 
+def _ort_under_qemu(cpu: str, files, x) -> dict:
+    """onnxruntime's output for x from each ONNX file, run under qemu-x86_64's model of ``cpu`` (one thread)."""
+    folder = Path(files[0]).parent
+    np.save(folder / f"x.{cpu}.npy", x)
+    script = ("import sys, numpy as np, onnxruntime as ort\n"
+              "x = np.load(sys.argv[1])\n"
+              "for name in sys.argv[2:]:\n"
+              "    s = ort.InferenceSession(name, providers=['CPUExecutionProvider'])\n"
+              "    np.save(name + '.out.npy', s.run(None, {s.get_inputs()[0].name: x})[0])\n")
+    done = subprocess.run([QEMU, "-cpu", cpu, sys.executable, "-c", script, str(folder / f"x.{cpu}.npy"),
+                           *map(str, files)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {Path(f).stem: np.load(f"{f}.out.npy") for f in files}
+
+
 @pytest.mark.skipif(not (QEMU and ON_X86), reason="needs qemu-user (qemu-x86_64) on an x86-64 machine")
 def test_emulation_equals_onnxruntime_on_a_real_avx2_cpu_without_vnni(quantized):
     """onnxruntime under qemu's Haswell model (AVX2, FMA; no AVX-512, no VNNI) picks MLAS's AVX2 kernels."""
     folder, x = quantized
-    script = (
-        "import sys, numpy as np, onnxruntime as ort\n"
-        "x = np.load(sys.argv[1])\n"
-        "for name in sys.argv[2:]:\n"
-        "    s = ort.InferenceSession(name + '.onnx', providers=['CPUExecutionProvider'])\n"
-        "    np.save(name + '.avx2.npy', s.run(None, {s.get_inputs()[0].name: x})[0])\n")
-    done = subprocess.run([QEMU, "-cpu", "Haswell", sys.executable, "-c", script, str(folder / "x.npy"),
-                           str(folder / "default"), str(folder / "reduce_range")],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-2000:]
+    outputs = _ort_under_qemu("Haswell", [folder / "default.onnx", folder / "reduce_range.onnx"], x)
     want = probes.seeded(lesson07.wide_mlp).eval()(torch.from_numpy(x)).detach().numpy()
     scale = float(np.abs(want).max())
     for name, saturated in (("default", True), ("reduce_range", False)):
-        avx2 = np.load(folder / f"{name}.avx2.npy")
+        avx2 = outputs[name]
         emulated = _emulated(folder / f"{name}.onnx", x, vnni=False)
         assert np.abs(avx2 - emulated).max() < 1e-4 * scale, name
         error = float(np.abs(avx2 - want).max()) / scale
@@ -143,14 +150,7 @@ def test_onnxruntime_on_an_x86_cpu_without_avx2_is_exact(quantized):
     """Under qemu's IvyBridge model (AVX, no AVX2) MLAS keeps its default SSE U8S8 kernel (int16 x int16 into
     int32): no saturation, so saturates_here() says False for such a CPU."""
     folder, x = quantized
-    script = ("import sys, numpy as np, onnxruntime as ort\n"
-              "s = ort.InferenceSession(sys.argv[2], providers=['CPUExecutionProvider'])\n"
-              "np.save(sys.argv[3], s.run(None, {s.get_inputs()[0].name: np.load(sys.argv[1])})[0])\n")
-    done = subprocess.run([QEMU, "-cpu", "IvyBridge", sys.executable, "-c", script, str(folder / "x.npy"),
-                           str(folder / "default.onnx"), str(folder / "default.ivybridge.npy")],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    ivy = np.load(folder / "default.ivybridge.npy")
+    ivy = _ort_under_qemu("IvyBridge", [folder / "default.onnx"], x)["default"]
     exact, saturated = (_emulated(folder / "default.onnx", x, vnni=vnni) for vnni in (True, False))
     scale = float(np.abs(exact).max())
     assert np.abs(ivy - exact).max() < 1e-4 * scale
