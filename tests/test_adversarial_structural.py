@@ -346,9 +346,10 @@ def test_beat_eager_times_fresh_inputs_and_spot_checks_them():
 @pytest.mark.notebooks
 def test_beat_eager_races_the_graders_own_eager_model():
     result = _check("08.beat_eager", SlowInEagerNet, bypass_08)
-    assert not result.passed and "not fast enough" in result.message, result
-    eager_us = float(result.message.split("against eager's ")[1].split(" µs")[0])
-    assert eager_us < 1500, result  # MessyNet's time, not the 2 ms sleep of the learner's CleanNet
+    assert not result.passed and ("not fast enough" in result.message or _inconclusive(result)), result
+    if not _inconclusive(result):  # a machine too busy for three checks in a row leaves it unjudged, never passed
+        eager_us = float(result.message.split("against eager's ")[1].split(" µs")[0])
+        assert eager_us < 1500, result  # MessyNet's time, not the 2 ms sleep of the learner's CleanNet
 
 
 def test_bandwidth_reads_a_numpy_or_torch_number_and_refuses_a_lying_float():
