@@ -49,6 +49,10 @@ def with_auto(model, example):  # wrong: Dim.AUTO's ranges start at 2
     return export(model, (_fresh(example),), dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO},))
 
 
+def with_dynamic(model, example):  # wrong: Dim.DYNAMIC's ranges start at 2 as well
+    return export(model, (_fresh(example),), dynamic_shapes=({0: Dim.DYNAMIC, 1: Dim.DYNAMIC},))
+
+
 @pytest.mark.parametrize("answer", [solution, with_max, with_min1], ids=["solution", "max-only", "min-1"])
 def test_dynamic_batch_seq_passes_ranges_that_include_1(answer):
     passes("06.dynamic_batch_seq", answer)
@@ -58,7 +62,8 @@ def test_dynamic_batch_seq_passes_ranges_that_include_1(answer):
     (with_min2, ("batch", "seq")),
     (seq_min2, ("seq",)),
     (with_auto, ("batch", "seq")),
-], ids=["min-2", "seq-min-2", "auto"])
+    (with_dynamic, ("batch", "seq")),
+], ids=["min-2", "seq-min-2", "auto", "dynamic"])
 def test_dynamic_batch_seq_fails_ranges_that_start_at_2(answer, names):
     result = fails("06.dynamic_batch_seq", answer, says=("VR[2,", "section 7"))
     for name in names:
