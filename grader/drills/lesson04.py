@@ -273,14 +273,16 @@ concept(
     "04.freezing_stale",
     "A model with an `nn.Linear` is compiled with Inductor and `torch._inductor.config.freezing = True` under `torch.no_grad()`, on an x86 CPU with the standard (MKL) torch build. Then `model.fc.weight.mul_(2)` runs. What does the next call of the compiled model return?",
     "the output of the old weight: freezing made it a constant of the compiled graph",
-    """Freezing turns parameters into constants of the graph for inference; on a build with MKL (the x86
-    wheels) or with oneDNN on Arm's ACL (aarch64 Linux) Inductor hands a float32 Linear's weight to that
-    library as a packed copy made at compile time (`_frozen_param` in the output code), so an in-place
-    update never reaches it and the answer is silently stale. A build with neither (the macOS arm64
-    wheels) keeps an `addmm` on the parameter, and the update shows. Without freezing the parameters are
-    graph inputs and the update shows at once. Lesson 04 section 9 measures both, says whether your build
-    repacks, and shows a parameter used as it is (no repacking) still following: which ones go stale is
-    Inductor's choice. After changing weights, `torch._dynamo.reset()` and compile again.""",
+    """Freezing turns parameters into constants of the graph for inference, and Inductor hands a float32
+    Linear's weight to a matmul library as a packed copy made at compile time (`_frozen_param` in the
+    output code), so an in-place update never reaches it and the answer is silently stale. It does so at
+    the default precision `"highest"` on a build with MKL (the x86 wheels, into MKL) or with oneDNN on Arm's
+    ACL (aarch64 Linux), and at `"high"` or `"medium"` on any build with oneDNN (into oneDNN). At
+    `"highest"` a build with neither (the macOS arm64 wheels) keeps an `addmm` on the parameter, and the
+    update shows. Without freezing the parameters are graph inputs and the update shows at once. Lesson 04
+    section 9 measures both, shows where your build repacks at `"highest"` and at `"high"`, and that a
+    parameter used as it is (no repacking) still follows: which ones go stale is Inductor's choice. After
+    changing weights, `torch._dynamo.reset()` and compile again.""",
     choices=(
         "the output of the old weight: freezing made it a constant of the compiled graph",
         "the output of the new weight: compiled code always reads the live parameters",
