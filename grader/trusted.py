@@ -355,11 +355,21 @@ def learner_threads(limit: int = 3) -> list[str]:
     """Threads that run learner code, or were made to: a thread whose class, target or timer function is not a
     Python function of an installed package or of the grader, or with a frame of a notebook's code on its stack
     (a task handed to a pool). Torch's own threads (a compile's workers, tqdm's monitor) run installed code.
+    A thread started with ``_thread.start_new_thread``, which ``threading`` does not list, is suspect when a
+    frame on its stack is not an installed package's or the grader's (a string's code included).
     Not seen: code compiled from a string (its file is "<string>") run by a pool's thread."""
     import threading
 
     frames = sys._current_frames()
     found = []
+    listed = {thread.ident for thread in threading.enumerate()}
+    for ident, frame in frames.items():
+        if ident in listed:
+            continue
+        while frame is not None and _trusted_file(frame.f_code.co_filename):
+            frame = frame.f_back
+        if frame is not None:
+            found.append("a thread running your code (started with _thread.start_new_thread)")
     for thread in threading.enumerate():
         entries = [type(thread).run, getattr(thread, "_target", None), getattr(thread, "function", None)]
         suspect = any(entry is not None and not _trusted_function(entry) for entry in entries)

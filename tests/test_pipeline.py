@@ -246,6 +246,14 @@ def _scale_shift_leaving_a_pool_task(x, scale, shift):
     return x * scale + shift
 
 
+def _scale_shift_leaving_a_raw_thread(x, scale, shift):
+    import _thread
+    import time
+
+    _thread.start_new_thread(lambda: time.sleep(2), ())  # threading does not list such a thread
+    return x * scale + shift
+
+
 def _scale_shift_with_a_joined_thread(x, scale, shift):
     import threading
 
@@ -262,7 +270,7 @@ def test_a_function_that_leaves_a_thread_running_fails_and_one_that_joins_its_th
     import torch
 
     exercises = [registry.get("00.warmup")]
-    for fn in (_scale_shift_leaving_a_timer, _scale_shift_leaving_a_pool_task):
+    for fn in (_scale_shift_leaving_a_timer, _scale_shift_leaving_a_pool_task, _scale_shift_leaving_a_raw_thread):
         path = answers_file(tmp_path, scale_shift=fn)
         [result] = check_answers(exercises, path, timeout=60)
         assert result.status is Status.FAILED and "a thread running your code" in result.message, (fn, result)
