@@ -80,3 +80,28 @@ def test_min2_program_runs_at_1_so_only_the_range_tells():
     x = torch.randn(1, 1, 8)
     torch.testing.assert_close(ep.module()(x), model(x))
     assert sorted(str(r) for r in ep.range_constraints.values()) == ["VR[2, int_oo]", "VR[2, int_oo]"]
+
+
+def next_step(batch):
+    """06.derived_dim answers: steps as the lesson's solution has it, the batch as given."""
+    def next_step_shapes():
+        steps = Dim("steps", max=256)
+        return {"x": {0: batch, 1: steps}, "y": {0: batch, 1: steps + 1}}
+    return next_step_shapes
+
+
+def test_derived_dim_passes_a_named_batch_and_fails_batches_whose_range_starts_at_2():
+    """The exercise asks for batch 1 to 64: Dim.AUTO, Dim.DYNAMIC and min=2 record VR[2, ...] (they ran batch 1
+    only because ep.module() does not check a lower bound of 2) and passed before; now they fail as in
+    06.dynamic_batch_seq."""
+    passes("06.derived_dim", next_step(Dim("batch")))
+    passes("06.derived_dim", next_step(Dim("batch", min=1, max=64)))
+    for batch in (Dim.AUTO, Dim.DYNAMIC, Dim("batch", min=2)):
+        result = fails("06.derived_dim", next_step(batch), says=("batch VR[2,", "section 7"))
+        assert result.points < registry_points("06.derived_dim"), result
+
+
+def registry_points(exercise_id):
+    from grader import registry
+
+    return registry.get(exercise_id).points

@@ -94,8 +94,8 @@ BATCHES = (1, 7, 64)
 SEQS = (1, 5, 33)
 
 
-def _ranges_from_2(ep: ExportedProgram) -> list[str]:
-    """One problem when the batch's or the sequence's recorded range leaves out 1.
+def _ranges_from_2(ep: ExportedProgram, names: tuple[str, str] = ("batch", "seq")) -> list[str]:
+    """One problem when the recorded range of the first input's first two sizes (``names``) leaves out 1.
 
     ep.module() checks the lower bound of an input size's range only from 3 on (torch/export/_unlift.py,
     `if min_val > 2`), so a program exported with min=2 (or Dim.AUTO, whose ranges start at 2) runs batch 1
@@ -103,7 +103,7 @@ def _ranges_from_2(ep: ExportedProgram) -> list[str]:
     """
     above = []
     inputs = _user_input_shapes(ep)
-    for name, size in zip(("batch", "seq"), inputs[0][:2] if inputs else ()):
+    for name, size in zip(names, inputs[0][:2] if inputs else ()):
         if isinstance(size, torch.SymInt):
             rng = ep.range_constraints.get(size.node.expr)
             if rng is not None and int(rng.lower) > 1:
@@ -177,7 +177,7 @@ def derived_dim(next_step_shapes):
         raise CheckFailed(f"exporting NextStep with your spec and examples of shape (3, 10, 6), (3, 11, 6) raised "
                           f"{type(e).__name__}: {first}... (print the whole error: its 'Suggested fixes' help)") from e
     cases = [(f"batch {b}, steps {t}", _pair(gen, b, t)) for b, t in ACCEPT]
-    problems = _run_all(ep, cases, model, "ep.module()")
+    problems = _ranges_from_2(ep, ("batch", "steps")) + _run_all(ep, cases, model, "ep.module()")
     module = ep.module()
     for b, t in REJECT:
         try:

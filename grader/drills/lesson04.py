@@ -174,7 +174,7 @@ concept(
     "How do you make a serving process fail loudly if anything recompiles after warm-up?",
     'torch.compiler.set_stance("fail_on_recompile")',
     """After warming up every expected shape, `torch.compiler.set_stance("fail_on_recompile")` turns any
-    further recompile into an error instead of a silent slow call; `set_stance("default")` restores normal
+    further compile into an error (a function compiled for the first time included) instead of a silent slow call; `set_stance("default")` restores normal
     behaviour. Together with `TORCH_LOGS=recompiles` it proves a service never recompiles.""",
     choices=(
         'torch.compiler.set_stance("fail_on_recompile")',
@@ -333,8 +333,9 @@ predict(
     """Four: one per call. An int attribute of an nn.Module is treated as a constant and guarded by value
     (`self.calls == 0`), and `forward` changes it, so every call fails the previous graph's guard and
     compiles again, until `recompile_limit` (8) graphs exist and further calls run eagerly. The recompile
-    log says so, with a hint: keep counters out of `forward`, make them a tensor buffer (`self.calls += 1`
-    on a 0-d tensor compiles once), or set `torch._dynamo.config.allow_unspec_int_on_nn_module = True`.""",
+    log says so, with a hint: set `torch._dynamo.config.allow_unspec_int_on_nn_module = True`, or make the
+    integer a tensor (`self.calls += 1` on a 0-d tensor buffer compiles once). Better still, keep counters
+    out of `forward`.""",
     form="model",
 )(compiles_of_model)
 
@@ -444,16 +445,17 @@ concept(
 concept(
     "04.dynamic_true",
     "`torch.compile(model, dynamic=True)`: can the model still recompile?",
-    "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed Python values read from attributes or globals still fail guards",
+    "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed int or bool values read from attributes or globals still fail guards",
     """`dynamic=True` makes sizes symbolic from the first compile, so new sizes of 2 and more reuse the graph.
     Everything else is still guarded: 0 and 1 are specialised (broadcasting semantics), a tensor's dtype,
     device and `requires_grad` are part of its guard, and Python values the code reads from module
-    attributes, globals or flags are constants of the graph, guarded by value. Int arguments are not:
+    attributes, globals or flags are constants of the graph, guarded by value, when they are ints or bools
+    (a float becomes a graph input after its first change). Int arguments are not:
     `dynamic=True` makes them symbolic too (k = 2, 3, 4 passed in: one compile; the same ints read from a
     module attribute or a global: three). Branches on sizes add guards such as `s0 <= 4`.
     `TORCH_LOGS=recompiles` names the guard that failed.""",
     choices=(
-        "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed Python values read from attributes or globals still fail guards",
+        "yes: sizes 0 and 1, a new dtype, device or requires_grad, and changed int or bool values read from attributes or globals still fail guards",
         "no: dynamic=True makes every guard symbolic",
         "only when the batch dimension changes: dynamic=True covers the other dimensions",
         "no on a CPU; yes on a GPU, where CUDA graphs need static shapes",
