@@ -9,7 +9,7 @@ from grader import drills
 
 def _numeric_choice_drills():
     return [d for d in drills.DRILLS.values()
-            if d.choices and any(drills.normalize(c).lstrip("-").isdigit() for c in d.choices)]
+            if d.choices and any(drills.count_text(c) is not None for c in d.choices)]
 
 
 def test_the_bank_has_drills_with_numeric_choices():
@@ -18,14 +18,26 @@ def test_the_bank_has_drills_with_numeric_choices():
 
 @pytest.mark.parametrize("drill", _numeric_choice_drills(), ids=lambda d: d.id)
 def test_a_number_that_is_no_choice_names_nothing(drill):
-    texts = {drills.normalize(c) for c in drill.choices}
     for position in range(1, len(drill.choices) + 1):
         response = str(position)
-        assert drills.resolve(drill, response) == (response if response in texts else None), \
+        named = next((c for c in drill.choices if drills.count_text(c) == response), None)
+        assert drills.resolve(drill, response) == named, \
             f"{drill.id}: {response!r} must mean the number, not choice {position}"
 
 
 def test_positions_still_name_choices_that_are_not_numbers():
     drill = next(d for d in drills.DRILLS.values()
-                 if len(d.choices) >= 3 and not any(drills.normalize(c).lstrip("-").isdigit() for c in d.choices))
+                 if len(d.choices) >= 3 and not any(drills.count_text(c) is not None for c in d.choices))
     assert drills.resolve(drill, "3") == drill.choices[2] and drills.resolve(drill, "c") == drill.choices[2]
+
+
+def test_decimal_choices_are_numbers_too():
+    """07.verify_dropped_branch's choices are '0.0', '2.0' and an error: "1" named '0.0' (the first choice) and "0"
+    named nothing, because only choices of digits counted as numbers."""
+    drill = drills.DRILLS["07.verify_dropped_branch"]
+    assert "0.0" in drill.choices and "2.0" in drill.choices
+    assert drills.resolve(drill, "1") is None and drills.resolve(drill, "3") is None
+    for response in ("0", "zero", "0.0", "0.00"):
+        assert drills.resolve(drill, response) == "0.0", response
+    assert drills.resolve(drill, "2") == "2.0" and drills.is_correct(drill, "0", truth="0.0")
+    assert not drills.is_correct(drill, "1", truth="0.0")

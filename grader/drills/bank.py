@@ -158,13 +158,13 @@ def resolve(drill: Drill, response: str) -> str | None:
             return choice
     if len(text) == 1 and "a" <= text < chr(ord("a") + len(drill.choices)):
         return drill.choices[ord(text) - ord("a")]
-    numeric = any(normalize(choice).lstrip("-").isdigit() for choice in drill.choices)
+    numeric = any(count_text(choice) is not None for choice in drill.choices)  # "4", "-1", "0.0", "2.0"
     if text.isdigit() and not numeric and 1 <= int(text) <= len(drill.choices):
         return drill.choices[int(text) - 1]
     count = count_text(text) if numeric else None
     if count is not None:  # "one", "1.0", "1 graph": the count 1, read as lesson 09's write_a_drill reads it
         for choice in drill.choices:
-            if normalize(choice) == count:
+            if count_text(choice) == count:
                 return choice
     return None
 
