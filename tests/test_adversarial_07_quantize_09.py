@@ -26,7 +26,8 @@ x86 CPU (with or without VNNI).
 09.predict_round / 09.concepts: a dict from drill id to an answer (choice text, letter, or for a count the number).
   Right answers written differently (pass): letters, upper-case letters, ints for counts, True/False for a yes/no
   drill, numpy's own str.
-  Misreadings (partial credit): counting the print as a graph in 03.print_first; "yes" for 03.explain_zero.
+  Misreadings (partial credit): counting every break as a graph (3) in 03.model_debug_print;
+  torch.compiler.disable for 03.custom_op_fix.
   Cheats (fail): liars (LiarStr, tests/test_adversarial_data.py); a dict subclass or callables that look the key
   up when asked; a subclass of numpy.str_ that says its __module__ is "numpy", or a torch-named enum whose _name_ is
   a property, either of which ran learner code inside `plain` while the check judged (the answer key was in the
@@ -354,9 +355,9 @@ def test_stored_bytes_counts_every_place_a_file_keeps_a_tensor(tmp_path):
 
 # --- 09.predict_round and 09.concepts ---------------------------------------------------------------------------
 
-PREDICTIONS = {"03.print_first": "1", "04.zero_one": "2", "04.duck_sizing": "yes", "06.auto_batch1": "no",
+PREDICTIONS = {"03.model_debug_print": "2", "04.zero_one": "2", "04.duck_sizing": "yes", "06.auto_batch1": "no",
                "07.argmax_dtype": "int64"}  # solutions/09_interview_drills.ipynb
-CONCEPTS = {"03.explain_zero": "no", "04.mark_dynamic": "d", "05.compile_or_export": "torch.export",
+CONCEPTS = {"03.custom_op_fix": "c", "04.mark_dynamic": "d", "05.compile_or_export": "torch.export",
             "06.auto_vs_named": 'Dim("b")', "07.parity": "b"}
 
 
@@ -369,32 +370,36 @@ def test_rounds_pass_right_answers_written_differently():
     passes("09.concepts", CONCEPTS)
     letters = {i: _letter(i, drills.answer_of(drills.get(i))).upper() for i in lesson09.PREDICT_ROUND}
     passes("09.predict_round", letters)
-    passes("09.predict_round", {**PREDICTIONS, "03.print_first": 1, "04.zero_one": np.int64(2),
+    passes("09.predict_round", {**PREDICTIONS, "03.model_debug_print": 2, "04.zero_one": np.int64(2),
                                 "04.duck_sizing": True, "06.auto_batch1": False, "07.argmax_dtype": np.str_("int64")})
     passes("09.concepts", {i: drills.answer_of(drills.get(i)) for i in lesson09.CONCEPT_ROUND})
-    passes("09.concepts", {**CONCEPTS, "03.explain_zero": False})
+    passes("09.concepts", {**CONCEPTS, "03.custom_op_fix": "Wrap it as torch.library.custom_op with a register_fake"})
 
 
 def test_rounds_give_partial_credit_for_natural_misreadings():
-    result = fails("09.predict_round", {**PREDICTIONS, "03.print_first": "2"}, says=("4/5 right", "03.print_first"))
+    result = fails("09.predict_round", {**PREDICTIONS, "03.model_debug_print": "3"},
+                   says=("4/5 right", "03.model_debug_print"))
     assert result.points == 4
-    result = fails("09.concepts", {**CONCEPTS, "03.explain_zero": "yes"}, says=("4/5 right", "03.explain_zero"))
+    result = fails("09.concepts", {**CONCEPTS, "03.custom_op_fix": "decorate it with torch.compiler.disable"},
+                   says=("4/5 right", "03.custom_op_fix"))
     assert result.points == pytest.approx(2.4)
 
 
 def test_rounds_read_quotes_counts_and_yes_no_numbers_as_the_player_does():
     """Review 29-09, findings 4, 6, 7: Dim('b') was wrong for the key Dim("b"); 1.0, "one" and "1 graph" named no
-    choice of 03.print_first (write_a_drill reads them as the count 1); 0 was wrong for "no" while False and 1 were
-    read (1 as the first choice, "yes")."""
+    choice of the round's count drill (write_a_drill reads them as the count 1); 0 was wrong for "no" while False
+    and 1 were read (1 as the first choice, "yes"). Since review 09 pass 1 the round's lesson-03 drills are
+    03.model_debug_print (a count: 2) and 03.custom_op_fix (no yes/no concept drill is left in the rounds), so the
+    yes/no numbers are tried on the predict round's yes/no drills."""
     passes("09.concepts", {**CONCEPTS, "06.auto_vs_named": "Dim('b')"})
-    for count in (1.0, "one", "1 graph", " One ", "1.0"):
-        passes("09.predict_round", {**PREDICTIONS, "03.print_first": count})
-    passes("09.concepts", {**CONCEPTS, "03.explain_zero": 0})
+    for count in (2.0, "two", "2 graphs", " Two ", "2.0"):
+        passes("09.predict_round", {**PREDICTIONS, "03.model_debug_print": count})
     passes("09.predict_round", {**PREDICTIONS, "04.duck_sizing": 1, "06.auto_batch1": 0})
-    result = fails("09.concepts", {**CONCEPTS, "03.explain_zero": 1}, says=("4/5 right", "you said 'yes'"))
-    assert result.points == pytest.approx(2.4)
-    fails("09.predict_round", {**PREDICTIONS, "03.print_first": 2.0}, says=("4/5 right", "you said '2.0'"))
-    fails("09.predict_round", {**PREDICTIONS, "03.print_first": float("nan")}, says=("4/5 right",))
+    result = fails("09.predict_round", {**PREDICTIONS, "06.auto_batch1": 1}, says=("4/5 right", "you said 'yes'"))
+    assert result.points == 4
+    fails("09.predict_round", {**PREDICTIONS, "04.duck_sizing": 0}, says=("4/5 right", "you said 'no'"))
+    fails("09.predict_round", {**PREDICTIONS, "03.model_debug_print": 3.0}, says=("4/5 right", "you said '3.0'"))
+    fails("09.predict_round", {**PREDICTIONS, "03.model_debug_print": float("nan")}, says=("4/5 right",))
 
 
 class LookUpDict(dict):
@@ -503,12 +508,13 @@ def test_rounds_refuse_a_bank_changed_when_the_answer_was_loaded(tmp_path):
 
 
 def test_rounds_pinned_bank_refuses_in_process_changes_and_is_left_as_found():
-    drill = drills.get("03.explain_zero")
+    drill = drills.get("03.custom_op_fix")
+    key, wrong = drill.answer, "decorate it with torch.compiler.disable"
     try:
-        object.__setattr__(drill, "answer", "yes")
-        fails("09.concepts", {**CONCEPTS, "03.explain_zero": "yes"}, says=("drill bank was changed",))
+        object.__setattr__(drill, "answer", wrong)
+        fails("09.concepts", {**CONCEPTS, "03.custom_op_fix": wrong}, says=("drill bank was changed",))
     finally:
-        object.__setattr__(drill, "answer", "no")
+        object.__setattr__(drill, "answer", key)
     passes("09.concepts", CONCEPTS)
 
 

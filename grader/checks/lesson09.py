@@ -18,10 +18,10 @@ from .. import drills
 from ..checking import CheckFailed, as_dict, expect, plain
 
 # Exercise 09.predict_round: five predict-then-verify drills.
-PREDICT_ROUND = ("03.print_first", "04.zero_one", "04.duck_sizing", "06.auto_batch1", "07.argmax_dtype")
+PREDICT_ROUND = ("03.model_debug_print", "04.zero_one", "04.duck_sizing", "06.auto_batch1", "07.argmax_dtype")
 
 # Exercise 09.concepts: five concept drills.
-CONCEPT_ROUND = ("03.explain_zero", "04.mark_dynamic", "05.compile_or_export", "06.auto_vs_named", "07.parity")
+CONCEPT_ROUND = ("03.custom_op_fix", "04.mark_dynamic", "05.compile_or_export", "06.auto_vs_named", "07.parity")
 
 
 def _pin(drill: drills.Drill) -> tuple:

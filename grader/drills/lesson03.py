@@ -135,14 +135,12 @@ concept(
     "03.explain_zero",
     "`explain` reports 0 graph breaks for a function. Is the function guaranteed to run as one graph under `torch.compile`?",
     "no",
-    """`explain`'s `graph_break_count` is `graph_count - 1`, so a break that adds no graph is not counted:
-    one after the last tensor op is at least listed in its `break_reasons`, one before the first tensor
-    op (a `print`, for example) is in neither (lesson 03 section 1 shows all three places). The `graph_breaks` log of a default compile
-    (`TORCH_LOGS=graph_breaks`) lists every break it takes, with its reason and GB id. `fullgraph=True`
-    refuses most breaks, but it is a different compile: it also captures data-dependent scalars (`.item()`,
-    an integer `.tolist()`) and data-dependent output shapes (a boolean mask, `nonzero`), so a function
-    whose only breaks are of those kinds can compile there as one graph (not when a Python `if` or loop
-    reads the captured value) and still breaks under plain `torch.compile`.""",
+    """No. `explain` runs the function on the inputs you give it and reports the breaks on the path those
+    inputs take. For `y = x * 2`, then `if x.shape[0] > 4: print("long")`, then `return y + 1`, explain on a
+    2-element input reports 1 graph and 0 breaks, while `torch.compile` called on an 8-element input takes the
+    `print` and makes two graphs. And `graph_break_count` is `graph_count - 1`, so a break that adds no graph
+    (a `print` before the first tensor op) is not counted either. The `graph_breaks` log
+    (`TORCH_LOGS=graph_breaks`) lists every break a compile takes on the inputs it really gets.""",
     choices=("yes", "no"),
 )
 
