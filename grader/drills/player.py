@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             status = row.answer if row.problem is None else f"FAILED: {row.problem}"
             print(f"{row.drill.id}: {status}   ({row.seconds:.2f} s)", flush=True)
         bad = [r for r in rows if r.problem]
-        print(f"{len(rows) - len(bad)}/{len(rows)} predict drills have a well-defined live answer on torch "
+        print(f"{len(rows) - len(bad)}/{len(rows)} predict drills computed an answer among their choices on torch "
               f"{_torch_version()}")
         return 1 if bad else 0
     if getattr(args, "interview", None) is not None:
