@@ -34,13 +34,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader.inductor_cache import cache_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor"))
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir(ROOT)))  # the Makefile's, one per CPU
     env["JUPYTER_PREFER_ENV_PATH"] = "1"
     env["PYTHONWARNINGS"] = "ignore"
     return env

@@ -116,3 +116,12 @@ def test_make_keeps_the_inductor_cache_in_the_checkout_one_folder_per_cpu(tmp_pa
 
     avx2, avx512 = "fpu sse4_2 avx avx2 fma", "fpu sse4_2 avx avx2 fma avx512f avx512bw avx512vl avx512dq"
     assert folder(avx2) == folder(avx2) != folder(avx512)
+
+    # Without make (a plain `python -m pytest`, benchmarks/grading_cost.py) the same folder: conftest.py and the
+    # benchmark fall back to grader.inductor_cache, which computes the Makefile's key (it used one folder for all).
+    from grader import inductor_cache
+
+    for flags in (avx2, avx512):
+        cpuinfo = tmp_path / f"cpuinfo-{len(flags)}"
+        expected = folder(flags).rsplit("-", 1)[1]
+        assert inductor_cache.cpu_key(str(cpuinfo)) == expected, flags
