@@ -80,7 +80,7 @@ def _(ns):
     """No. Dynamo does not support tracing `tolist()` on a non-integer tensor: that is the graph break's own
     reason (gb0109, "Tensor.tolist() with non-integer tensor"), and `fullgraph=True` turns it into an error.
     It is not that data-dependent Python numbers can never stay symbolic: `.item()` on a float is captured
-    with scalar capture, and `.tolist()` on an integer tensor compiles with `fullgraph=True` (which switches
+    with scalar capture, and `.tolist()` on a signed integer tensor (int8 to int64) compiles with `fullgraph=True` (which switches
     scalar capture on; a plain compile breaks there, gb0033). Keep values as tensors instead.""",
 )
 def _(ns):
@@ -161,8 +161,9 @@ concept(
     "graph_breaks",
     """`TORCH_LOGS="graph_breaks"` (or `torch._logging.set_logs(graph_breaks=True)`) logs every break with
     the user code line, the reason, hints and a stable GB id naming the kind of break in PyTorch's
-    catalogue: gb0170 for a data-dependent branch, gb0059 for "Failed to trace builtin operator" (a
-    `print`, or any other builtin Dynamo cannot trace: the explanation names which). Pair it with
+    catalogue: gb0170 for a data-dependent branch, gb0059 for "Failed to trace builtin operator" (one of
+    Python's builtins, such as `print`: the explanation names which; a C function of another module, such as
+    `time.time()`, is gb0007). Pair it with
     `explain` for counts and `fullgraph=True` for a verdict.""",
     accept=("TORCH_LOGS=graph_breaks", "TORCH_LOGS=\"graph_breaks\"", "+graph_breaks"),
 )
@@ -182,7 +183,7 @@ concept(
     """It compiles, in two graphs. `error_on_graph_break(True)` makes a break an error only *inside* its
     region; the break before the region is allowed as usual. Unlike `fullgraph=True` it promises no single
     graph for the whole function, and it keeps a plain compile's rules: it does not switch on
-    `fullgraph=True`'s scalar and output-shape capture, so an `.item()`, an integer `.tolist()` or a boolean
+    `fullgraph=True`'s scalar and output-shape capture, so an `.item()`, a signed-integer `.tolist()` or a boolean
     mask inside the region raises where `fullgraph=True` would compile it.""",
 )
 def _(ns):
@@ -344,7 +345,7 @@ predict(
         log.info("relu done")
         return y.sum()
     """,
-    """Line 8. `time.time()` is a builtin Dynamo does not trace ("Attempted to call function marked as skipped",
+    """Line 8. `time.time()` is a function of a module Dynamo skips ("Attempted to call function marked as skipped",
     gb0007), so a plain compile breaks there and `fullgraph=True` refuses the function at that line. The
     logger call on line 12 breaks too (gb0291: `logging.Logger` methods are not traced outside export), and
     the `if` on line 10 is not a break: a branch on a size is decided from the shape while tracing, and
@@ -464,8 +465,9 @@ concept(
     "the first graph break raises an error instead of splitting the function into several graphs",
     """`fullgraph=True` turns a graph break into an error (with the break's reason), so a function that compiles
     is captured as one graph. It says nothing about recompiles: guards still fail on new shapes, dtypes or
-    Python values and compile new graphs (that is `set_stance("fail_on_recompile")`). It does not merge
-    forward and backward (AOTAutograd traces the backward separately), and it does not make every Python
+    Python values and compile new graphs (that is `set_stance("fail_on_recompile")`). It is not about
+    the backward: AOTAutograd traces a joint forward and backward graph and splits it for every compile, with or
+    without `fullgraph`. And it does not make every Python
     construct traceable: it reports the ones that are not (it does capture `.item()` and boolean masks, which a
     plain compile breaks on).""",
     choices=(
