@@ -4,7 +4,7 @@
 per-task budget (``max_trials_per_task`` defaults to ``total_trials``), so the task scheduler may spend
 every trial on the first task and leave the others untuned; and a candidate that fails to build or run
 (``LocalBuilder``'s 30-second timeout is easy to reach on a busy 2-core machine) is recorded with a time of
-1e10 s and nothing else: the pipeline returns normally either way. :func:`tune` runs the same steps as that
+1e10 s, and the search goes on (only TVM's INFO log counts the build errors): the pipeline returns normally either way. :func:`tune` runs the same steps as that
 pipeline with a budget per task and the builder's and runner's timeouts in the open, then reads the tuning
 database back (and the work directory's logs for why candidates failed, where logging was on), so a caller
 can print how many trials each task got, how many were valid (built and ran) and why the others failed,

@@ -339,10 +339,10 @@ predict(
     """,
     """The dynamo-based exporter converts `dynamic_axes` into `dynamic_shapes` for `torch.export` (added in
     pytorch/pytorch#128371), so the file's input reads `["batch", 4]`: dimension 0 symbolic, the others
-    fixed. The dimension then goes through torch.export, and the ONNX exporter's way of calling it: a
-    dimension the model fixes comes out as that fixed size, silently (the exporter applies export's
-    suggested fix and exports again, 07.onnx_suggested_fix), where the TorchScript exporter quietly wrote
-    a symbol. New code should pass `dynamic_shapes` and read `graph.input` back.""",
+    fixed. The dimension then goes through torch.export, and the ONNX exporter's way of calling it: each
+    named axis becomes `Dim.DYNAMIC`, so a dimension the model fixes makes the export fail
+    (`TorchExportError`), where the TorchScript exporter quietly wrote a symbol; only a named `Dim` is
+    silently replaced by the fixed size (07.onnx_suggested_fix). New code should pass `dynamic_shapes` and read `graph.input` back.""",
 )
 def _(ns):
     import torch
