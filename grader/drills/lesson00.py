@@ -54,8 +54,8 @@ concept(
     "00.predict_first",
     "Why do the course's exercises ask you to predict before running?",
     "the check runs the truth live, so a prediction is tested against the installed torch",
-    """Every check measures the truth on the PyTorch you have installed instead of comparing with a stored
-    answer, so behaviour that changes between versions (graph breaks, opsets, specialisation) is always
+    """Every check but lesson 09's concept round measures the truth on the PyTorch you have installed
+    instead of comparing with a stored answer, so behaviour that changes between versions (graph breaks, opsets, specialisation) is always
     judged against what your torch really does. Predicting first is what turns the measurement into a
     lesson: the surprise is where the learning is.""",
     choices=(

@@ -97,7 +97,7 @@ concept(
     stores first read the line they overwrite, write-allocate, makes the copy pay a third transfer). On a CPU
     with glibc (Linux), an op that returns a new tensor above 32 MiB also pays a page fault per page of the
     fresh memory each call gets, so it runs below the copy. Lesson 01 section 1 measures all of them on your
-    CPU, at four and at two times its L3.""",
+    CPU, on tensors several times its L3 and at twice it.""",
     choices=(
         "none: a copy into preallocated memory is the ceiling for every elementwise op",
         "torch.add(x, 1, out=y): arithmetic hides the memory traffic",

@@ -450,7 +450,7 @@ concept(
     Everything else is still guarded: 0 and 1 are specialised (broadcasting semantics), a tensor's dtype,
     device and `requires_grad` are part of its guard, and Python values the code reads from module
     attributes, globals or flags are constants of the graph, guarded by value, when they are ints or bools
-    (a float becomes a graph input after its first change). Int arguments are not:
+    (a float is a graph input: under `dynamic=True` from the first compile). Int arguments are not:
     `dynamic=True` makes them symbolic too (k = 2, 3, 4 passed in: one compile; the same ints read from a
     module attribute or a global: three). Branches on sizes add guards such as `s0 <= 4`.
     `TORCH_LOGS=recompiles` names the guard that failed.""",
