@@ -80,6 +80,45 @@ def environment() -> Environment:
     )
 
 
+def cpu_quota(proc: str = "/proc/self/cgroup", mount: str = "/sys/fs/cgroup") -> str:
+    """The tightest CPU-time quota (``docker --cpus``, ``systemd-run -p CPUQuota=``) on this process's own
+    cgroup or any cgroup above it, as a number of CPUs, or why there is none. Linux only."""
+    from pathlib import Path, PurePosixPath
+
+    try:
+        lines = Path(proc).read_text().splitlines()
+    except OSError:
+        return "not reported here (no Linux cgroups)"
+    quotas, controller = [], False
+    for line in lines:
+        _, controllers, own = line.split(":", 2)
+        if controllers:  # cgroup v1: the cpu controller has its own hierarchy
+            if "cpu" not in controllers.split(","):
+                continue
+            roots = [Path(mount) / name for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu")]
+        else:  # cgroup v2: one hierarchy, "<quota> <period>" in cpu.max
+            roots = [Path(mount)]
+        # A container often mounts its own cgroup as the root: read the path, its ancestors, and the root.
+        levels = [PurePosixPath(own).relative_to("/")] + [p.relative_to("/") for p in PurePosixPath(own).parents]
+        for root in roots:
+            for level in levels:
+                folder = root / level
+                try:
+                    if controllers:
+                        quota = (folder / "cpu.cfs_quota_us").read_text().strip()
+                        period = (folder / "cpu.cfs_period_us").read_text().strip()
+                    else:
+                        quota, period = (folder / "cpu.max").read_text().split()[:2]
+                except (OSError, ValueError):
+                    continue
+                controller = True
+                if quota not in ("max", "-1"):
+                    quotas.append(int(quota) / int(period))
+    if quotas:
+        return f"{min(quotas):g} CPUs of time"
+    return "none" if controller else "no cgroup CPU controller visible"
+
+
 def device() -> torch.device:
     return torch.device(environment().device)
 

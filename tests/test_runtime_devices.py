@@ -73,3 +73,42 @@ def test_inductor_still_words_and_caches_its_tf32_advice_as_the_filter_assumes()
     source = open(compile_fx.__file__).read()
     assert "TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled" in source
     assert hasattr(compile_fx._warn_tf32_disabled, "cache_clear")  # lesson 04 forgets it was given
+
+
+def _fake_cgroups(tmp_path, proc_lines, files):
+    proc = tmp_path / "cgroup"
+    proc.write_text("\n".join(proc_lines) + "\n")
+    for rel, text in files.items():
+        path = tmp_path / "fs" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return str(proc), str(tmp_path / "fs")
+
+
+@pytest.mark.parametrize("proc_lines, files, expected", [
+    # cgroup v2, quota on the process's own cgroup (systemd-run -p CPUQuota=50%), none at the root
+    (["0::/user.slice/run-1.scope"], {"user.slice/run-1.scope/cpu.max": "50000 100000\n",
+                                      "user.slice/cpu.max": "max 100000\n"}, "0.5 CPUs of time"),
+    # cgroup v2, the tighter quota sits on an ancestor
+    (["0::/a/b"], {"a/b/cpu.max": "max 100000\n", "a/cpu.max": "150000 100000\n"}, "1.5 CPUs of time"),
+    # a container that mounts its own cgroup as the root: the listed path does not exist below the mount
+    (["0::/docker/abc"], {"cpu.max": "200000 100000\n"}, "2 CPUs of time"),
+    # cgroup v1, the cpu controller shares a hierarchy with cpuacct
+    (["4:memory:/x", "2:cpu,cpuacct:/job7"], {"cpu,cpuacct/job7/cpu.cfs_quota_us": "25000\n",
+                                             "cpu,cpuacct/job7/cpu.cfs_period_us": "100000\n",
+                                             "cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+                                             "cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, "0.25 CPUs of time"),
+    # a controller without a quota, and no controller at all (a v2 root has no cpu.max)
+    (["0::/a"], {"a/cpu.max": "max 100000\n"}, "none"),
+    (["0::/"], {}, "no cgroup CPU controller visible"),
+])
+def test_cpu_quota_reads_the_process_own_cgroup(tmp_path, proc_lines, files, expected):
+    from grader.runtime import cpu_quota
+
+    assert cpu_quota(*_fake_cgroups(tmp_path, proc_lines, files)) == expected
+
+
+def test_cpu_quota_without_cgroups(tmp_path):
+    from grader.runtime import cpu_quota
+
+    assert cpu_quota(str(tmp_path / "missing"), str(tmp_path)) == "not reported here (no Linux cgroups)"

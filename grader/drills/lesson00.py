@@ -44,7 +44,7 @@ concept(
     """The intra-op thread pool decides how fast a large CPU kernel can go, and its default depends on the
     build: `OMP_NUM_THREADS` or `MKL_NUM_THREADS` set it; otherwise an MKL build (x86-64) follows the CPUs the
     process may run on (its affinity, which container cpusets narrow) and counts physical cores, while a
-    build without MKL (ARM) counts the machine's cores. No build sees a CPU-time quota (`docker --cpus`):
+    build without MKL (ARM) counts the machine's cores (on torch 2.13, whatever the affinity). No build sees a CPU-time quota (`docker --cpus`):
     a CI container can get more threads than CPU time, or fewer cores than your laptop. Lesson 00 prints the
     count, pins a Python to one CPU, and reads the quota before anything is timed.""",
     choices=("torch.get_num_threads()", "torch.backends.cudnn.benchmark", "the Python version", "torch.get_default_dtype()"),
