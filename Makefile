@@ -19,8 +19,9 @@ JOBS ?= 2
 # folder per CPU: on a CPU, Inductor's cache key leaves out the vector instruction set (AVX2, AVX-512, ...),
 # so a folder filled on one CPU hits on another and runs code built for the wrong one (wrong values or a
 # crash: lesson 02 shows it, upstream/ keeps a reproducer). A checkout moved to another CPU starts afresh.
+# grader/inductor_cache.py names the folder (standard library only: it runs before .venv exists).
 CPUINFO ?= /proc/cpuinfo
-CPU_KEY := $(shell { grep -m1 -E '^(flags|Features)' $(CPUINFO) 2>/dev/null || sysctl -n machdep.cpu.brand_string machdep.cpu.features 2>/dev/null; uname -m; } | cksum | cut -d' ' -f1)
+CPU_KEY := $(shell $(PYTHON) grader/inductor_cache.py $(CPUINFO))
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor-$(CPU_KEY)
 # Jupyter prefers the kernel installed in .venv over any user-wide "python3" kernel.
 export JUPYTER_PREFER_ENV_PATH := 1

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
-# grader/inductor_cache.py loaded on its own (importing the grader package would import torch first).
+# grader/inductor_cache.py loaded on its own (importing the grader package would import torch first), the
+# Makefile's folder for runs without make.
 _spec = importlib.util.spec_from_file_location("_cache_folder", ROOT / "grader" / "inductor_cache.py")
 _cache_folder = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_cache_folder)
 
 # Set before any kernel starts (nbval and the run pipeline inherit the environment).
 os.environ["GRADER_HOME"] = tempfile.mkdtemp(prefix="grader-test-home-")
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_cache_folder.cache_dir(ROOT)))  # the Makefile's, one per CPU
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_cache_folder.cache_dir(ROOT)))
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")
 
 
