@@ -60,7 +60,7 @@ def _(ns):
     """,
     """A named `Dim` is a promise that the dimension is dynamic. With a batch-1 example the tracer
     specialises the size to 1 (0/1 specialisation), which breaks the promise, so export raises a
-    constraint violation (with suggested fixes) instead of silently specialising the way `Dim.AUTO` does.""",
+    constraint violation (with suggested fixes) where `Dim.AUTO` specialises with only a logged warning.""",
 )
 def _(ns):
     import torch
