@@ -41,3 +41,14 @@ def test_decimal_choices_are_numbers_too():
         assert drills.resolve(drill, response) == "0.0", response
     assert drills.resolve(drill, "2") == "2.0" and drills.is_correct(drill, "0", truth="0.0")
     assert not drills.is_correct(drill, "1", truth="0.0")
+
+
+@pytest.mark.parametrize("response", ["²", "³", "１", "٣", "9" * 5000, "1" + "0" * 4400 + ".5"])
+def test_odd_digits_name_nothing_and_never_crash(response):
+    """A reviewer typed "²" (isdigit() but not int()): the player crashed and 09.concepts scored the round 0."""
+    numeric = _numeric_choice_drills()[0]
+    text_only = next(d for d in drills.DRILLS.values()
+                     if d.choices and not any(drills.count_text(c) is not None for c in d.choices))
+    for drill in (numeric, text_only):
+        assert drills.resolve(drill, response) is None
+        assert drills.count_text(response) is None

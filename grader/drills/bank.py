@@ -119,7 +119,7 @@ def normalize(text: str) -> str:
 NUMBER_WORDS = {word: n for n, word in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
     "eighteen nineteen twenty".split())}
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
+_NUMBER = re.compile(r"[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})")  # ASCII digits, no more than a count needs
 
 
 def count_text(response) -> str | None:
@@ -159,7 +159,7 @@ def resolve(drill: Drill, response: str) -> str | None:
     if len(text) == 1 and "a" <= text < chr(ord("a") + len(drill.choices)):
         return drill.choices[ord(text) - ord("a")]
     numeric = any(count_text(choice) is not None for choice in drill.choices)  # "4", "-1", "0.0", "2.0"
-    if text.isdigit() and not numeric and 1 <= int(text) <= len(drill.choices):
+    if text.isascii() and text.isdigit() and len(text) < 4 and not numeric and 1 <= int(text) <= len(drill.choices):
         return drill.choices[int(text) - 1]
     count = count_text(text) if numeric else None
     if count is not None:  # "one", "1.0", "1 graph": the count 1, read as lesson 09's write_a_drill reads it

@@ -321,8 +321,8 @@ predict(
     """,
     """The exporter translates op by op: `x > 0` becomes `Greater`, `x * 0.1` a `Mul`, and `torch.where` a
     `Where`, which computes both sides elementwise. It does not recognise the pattern as a leaky ReLU
-    (`torch.nn.functional.leaky_relu(x, 0.1)` would export as one `LeakyRelu`), and `If` comes only from
-    `torch.cond`, a real branch on a scalar. Write the op you mean, and the graph says it.""",
+    (`torch.nn.functional.leaky_relu(x, 0.1)` would export as one `LeakyRelu`), and `torch.where` is no
+    branch, so the graph has no `If`. Write the op you mean, and the graph says it.""",
     form="onnx_ops",
 )(onnx_ops_of_model)
 
