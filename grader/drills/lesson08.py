@@ -64,8 +64,8 @@ concept(
     "Which of these spends a tuning budget: a search that times candidate kernels or schedules while compiling?",
     "both: torch.compile's max-autotune and TVM's MetaSchedule",
     """`mode="max-autotune"` (the `max_autotune` option, which AOTInductor takes through `inductor_configs`
-    too) makes Inductor time several implementations of each matmul and convolution while compiling and
-    keep the fastest (lesson 02; on a CPU, a Linear's matmul only with constant weights: `freezing=True`
+    too) makes Inductor time several implementations of each matmul while compiling and keep the
+    fastest (lesson 02; on a CPU, only a matmul with constant weights: `freezing=True`
     inference, or AOTInductor): minutes of compile time bought for steady-state speed. TVM's MetaSchedule
     searches schedules per task within a trial budget (lesson 07). Lesson 08 races both untuned (default
     torch.compile, TVM's default schedules), so its table says nothing about what tuning would buy on your
