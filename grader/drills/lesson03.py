@@ -351,8 +351,7 @@ predict(
     the `if` on line 10 is not a break: a branch on a size is decided from the shape while tracing, and
     guarded. `explain` points at line 12, because the break on line 8 comes before any tensor op, ends no
     graph, and so is not in its count or its reasons; the `graph_breaks` log lists both. Take the time
-    outside the compiled function, and log outside it or list the function in
-    `torch._dynamo.config.reorderable_logging_functions`.""",
+    and log outside the compiled function.""",
     form="break_line",
 )(break_line_of_f)
 
@@ -466,8 +465,7 @@ concept(
     """`fullgraph=True` turns a graph break into an error (with the break's reason), so a function that compiles
     is captured as one graph. It says nothing about recompiles: guards still fail on new shapes, dtypes or
     Python values and compile new graphs (that is `set_stance("fail_on_recompile")`). It is not about
-    the backward: AOTAutograd traces a joint forward and backward graph and splits it for every compile, with or
-    without `fullgraph`. And it does not make every Python
+    the backward (that is AOTAutograd's part, the same with or without `fullgraph`). And it does not make every Python
     construct traceable: it reports the ones that are not (it does capture `.item()` and boolean masks, which a
     plain compile breaks on).""",
     choices=(
@@ -487,7 +485,8 @@ concept(
     resumes with a second graph (a resume function compiled on first use). The cost is real but local:
     fusion cannot cross the break, each graph has its own guards and call overhead, and intermediates are
     materialised at the boundary. It is a common belief that a single break makes the whole function run
-    eagerly; that is what `torch.compiler.disable` or a skipped frame does, not a break.""",
+    eagerly; that is what `torch.compiler.disable`, a skipped frame, or a break inside a `for`/`while` loop does
+    (Dynamo cannot resume inside a loop and skips the whole frame: gb7000, "graph break in loop").""",
     choices=(
         "two compiled graphs run, with the code at the break run by Python between them",
         "the whole function falls back to eager mode",
