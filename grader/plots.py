@@ -24,18 +24,27 @@ def _busy_note(ax, since: int) -> None:
                            va="top", ha="left", fontweight="bold"))
 
 
-def figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bool = False, size=(7.5, 4.2)):
-    """A labelled figure and axes, stamped with the device and torch version it was measured on. If a
-    timing made since the previous figure (before this one or while it is filled) was flagged as noisy,
-    the drawn figure says that the machine was busy."""
+def figure(title: str, xlabel: str, ylabel: str, *, logx: bool = False, logy: bool = False, size=(7.5, 4.2),
+           threads: int | None = None, cpu: bool = False):
+    """A labelled figure and axes, stamped with the device, thread count and torch version it was measured
+    on: the current ones, unless ``threads`` (a race on one thread, drawn after the pool is restored) or
+    ``cpu`` (CPU work on a machine with a GPU) say otherwise. If a timing made since the previous figure
+    (before this one or while it is filled) was flagged as noisy, the drawn figure says that the machine
+    was busy."""
     import matplotlib.pyplot as plt
+
+    from .runtime import _cpu_name
 
     global _mark
     since, _mark = _mark, len(timing.notes_since(0))
 
+    env = environment()
+    device = f"CPU ({_cpu_name()})" if cpu else env.device_name
+    n = env.threads if threads is None else threads
     fig, ax = plt.subplots(figsize=size, layout="constrained")
     fig.suptitle(title)
-    ax.set_title(f"measured on {environment().label}", fontsize=7, color="0.4", loc="right")
+    ax.set_title(f"measured on {device}, {n} thread{'' if n == 1 else 's'} · torch {env.torch_version}",
+                 fontsize=7, color="0.4", loc="right")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logx:

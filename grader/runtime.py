@@ -26,11 +26,6 @@ class Environment:
             f"{self.device_name} · {self.threads} CPU threads"
         )
 
-    @property
-    def label(self) -> str:
-        """Short provenance line for plots."""
-        return f"{self.device_name}, {self.threads} threads · torch {self.torch_version}"
-
 
 @cache
 def _cpu_name() -> str:

@@ -19,7 +19,7 @@ from .measure import _export_error, _succeeds, _yes, export_error_of_model
     """torch.export must produce one complete graph, with no Python fallback: a branch on a tensor's value
     cannot be decided while tracing, so export raises instead of graph-breaking the way torch.compile
     would. Rewrite it with `torch.cond` (or `torch.where`); `torch.export.draft_export` lists every
-    data-dependent failure of this kind at once (and still raises on errors of other kinds, 05.draft_numpy).""",
+    data-dependent failure of this kind at once (and still raises on some errors of other kinds, 05.draft_numpy).""",
 )
 def _(ns):
     import torch
@@ -254,7 +254,7 @@ def _(ns):
     """`draft_export` does not always return a program. It traces like non-strict export, on fake tensors,
     with the example's real values beside them: where export would stop at a guard on data (an `if` on a
     tensor's value, `int()` of one), it records a DATA_DEPENDENT_ERROR in its report, takes the way the
-    example went (asserting it at run time) and carries on. Other errors it raises as export does:
+    example went (asserting it at run time) and carries on. Some other errors it raises as export does:
     `.numpy()` on a fake tensor is a plain RuntimeError, and a `dynamic_shapes` key that names no argument
     a UserError. Lesson 05 section 5 shows both.""",
     form="export_error",
@@ -327,7 +327,7 @@ concept(
     """While tracing, some operation needed the batch size to be exactly 4: a `view(4, ...)` or `reshape`
     with the size written into the code, a comparison such as `assert x.shape[0] == 4`, a Python loop over
     the batch, a buffer of fixed size added to the input. The `Dim` promised a dynamic size, so export
-    refuses; `TORCH_LOGS="+dynamic"` shows the guard (`Eq(s0, 4)`) and where it was added
+    refuses; `TORCH_LOGS="+dynamic"` shows the guard (such as `Eq(s77, 4)`; the symbol's name varies) and where it was added
     (pytorch/pytorch#140011). The example size is not the problem (4 is not 0 or 1), nor strictness;
     `Dim.AUTO` would hide it by specialising silently.""",
     choices=(

@@ -237,8 +237,8 @@ concept(
     """The docstring of `torch.onnx.export` says to leave it at the default, the recommended version, or to
     set it according to what the runtime you deploy to supports. The newest opset is no goal in itself:
     on torch 2.13 with onnxscript 0.7, asking for 26 (which onnxruntime 1.31 loads) gave a file labelled
-    opset 18 holding an opset-20 `Gelu`, rejected by `onnx.checker` and onnxruntime, with no error at
-    export. Whatever you ask for, read `opset_import` back, run the checker and test in the runtime.""",
+    opset 18 holding an opset-20 `Gelu`, rejected by `onnx.checker` and onnxruntime, with only a logged
+    warning at export. Whatever you ask for, read `opset_import` back, run the checker and test in the runtime.""",
     choices=(
         "none (the exporter's default), unless the target runtime needs another; then read it back and check",
         "the newest opset onnx defines",
