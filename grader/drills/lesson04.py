@@ -189,7 +189,7 @@ concept(
     "How do you make dimension 0 of one input dynamic from the very first compile, without `dynamic=True` for everything?",
     "torch._dynamo.mark_dynamic(x, 0)",
     """`torch._dynamo.mark_dynamic(x, 0)` tells Dynamo up front that dimension 0 of this input will vary, so
-    the first compile already produces a dynamic graph and later sizes never recompile (except 0 and 1).
+    the first compile already produces a dynamic graph and later sizes reuse it (except 0 and 1, and sizes the code branches on).
     Without it, automatic dynamic needs one recompile to discover that the size changes.""",
     choices=("torch._dynamo.mark_dynamic(x, 0)", "x.contiguous()", "torch.export.Dim('batch')", "torch._check(x.size(0) > 1)"),
 )
@@ -394,7 +394,7 @@ predict(
     with a symbolic batch; the branch on the size is decided while tracing and becomes a guard
     (`2 <= x.size()[0] <= 4`), so the graph holds only `small`. Batch 16 fails that guard and compiles the
     `large` path (guarded on the size being above 4); 32 and 4 reuse the two dynamic graphs. A branch on a
-    shape never breaks the graph: it splits the input space into guarded graphs.""",
+    (backed) shape does not break the graph: it splits the input space into guarded graphs.""",
     form="model",
 )(compiles_of_model)
 
