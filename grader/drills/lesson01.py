@@ -95,8 +95,8 @@ concept(
     where the copy touches two, so near the size of the caches more of its data stays cached, and it can run
     far above the copy there; beyond the caches the gap depends on the CPU's memory system (a CPU whose
     stores first read the line they overwrite, write-allocate, makes the copy pay a third transfer). On a CPU
-    with glibc (Linux), an op that returns a new tensor above 32 MiB also pays a page fault per page of the
-    fresh memory each call gets, so it runs below the copy. Lesson 01 section 1 measures all of them on your
+    with glibc (Linux), an op that returns a new tensor above 32 MiB usually also pays a page fault per page of
+    the fresh memory each call gets, so it runs below the copy. Lesson 01 section 1 measures all of them on your
     CPU, on tensors several times its L3 and at twice it.""",
     choices=(
         "none: a copy into preallocated memory is the ceiling for every elementwise op",

@@ -133,8 +133,8 @@ concept(
     narrowed to a smaller range or tied to another size, export raises `Constraints violated` with
     suggested fixes. `Dim.AUTO` infers: dynamic where possible, static, narrowed or tied otherwise, without
     an error. `Dim.DYNAMIC` raises only where the size would become a constant; a narrowed range or a tie
-    it accepts quietly, as `Dim.AUTO` does. `Dim.STATIC` fixes the size. The promise is checked for sizes
-    of 2 and more: a branch on size 0 or 1 is decided while tracing and dropped without an error.""",
+    it accepts quietly, as `Dim.AUTO` does. `Dim.STATIC` fixes the size. The promise is checked for the `Dim`'s
+    values of 2 and more: a branch on size 0 or 1 is decided while tracing and dropped without an error.""",
     choices=("Dim.AUTO", 'Dim("b")'),
 )
 
