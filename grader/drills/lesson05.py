@@ -157,7 +157,7 @@ concept(
     "lifted to graph inputs, listed in graph_signature.input_specs",
     """Export lifts them: parameters and buffers become placeholders (`p_...`, `b_...`) in front of the
     user inputs, `graph_signature.input_specs` maps each to its state_dict name, and `ep.state_dict`
-    holds the values. Lifting alone does not make the graph a pure function: `torch.export.export`
+    holds the values (non-persistent buffers and plain tensor attributes: `ep.constants`). Lifting alone does not make the graph a pure function: `torch.export.export`
     returns the training IR, which may keep in-place ops such as `relu_` or an `add_` on a buffer.
     `ep.run_decompositions()` gives the functional inference IR, where each buffer update is an extra
     output marked `BUFFER_MUTATION`.""",
@@ -222,7 +222,7 @@ predict(
     CONFIG (unlike `torch.compile`, which would recompile) and says nothing: it returns 3s while eager now
     returns 2s. `strict=True` does the same. A Python `random.random()` is frozen the same way in non-strict
     mode (the number drawn at export), and strict refuses it. "One graph or an error" holds for tensors;
-    Python values are specialised silently, as `torch.jit.trace` did (lesson 05 section 8).""",
+    Python values read from globals or attributes are specialised silently, as `torch.jit.trace` did (lesson 05 section 8).""",
 )
 def _(ns):
     import torch

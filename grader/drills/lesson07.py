@@ -284,7 +284,7 @@ predict(
     """ONNX's `Gelu` operator exists from opset 20 (the exporter's default on this torch, where the graph is a
     single `Gelu`). At opset 17 the exporter writes exact GELU from its formula, x * 0.5 * (1 + erf(x /
     sqrt(2))): `Div`, `Erf`, `Add`, `Mul`, `Mul`, with no error. The tanh formula belongs to
-    `approximate="tanh"`. An older opset can change the graph, and its speed, without any warning: read
+    `approximate="tanh"`. An older opset can change the graph, and its speed: read
     the ops back.""",
     form="onnx_ops",
 )(onnx_ops_of_model)
