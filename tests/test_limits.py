@@ -99,7 +99,7 @@ def variant(*, after: dict[str, str] = {}, prepend: str = "", replace: dict[str,
     return nb
 
 
-CHECKED_SHAPE, CHECKED_DTYPE, LAST = 'check("00.predict_shape"', 'check("00.predict_dtype"', "grader.progress("
+CHECKED_SHAPE, CHECKED_DTYPE, LAST = 'check("00.predict_shape", predicted_shape)', 'check("00.predict_dtype", predicted_dtype)', "grader.progress("
 RESERVING_SCALE_SHIFT = """    import mmap
     if not hasattr(mmap, "reserved_for_test"):  # once per process, kept, as CUDA does
         mmap.reserved_for_test = mmap.mmap(-1, 64 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000, prot=0)
