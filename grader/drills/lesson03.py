@@ -345,7 +345,7 @@ predict(
         log.info("relu done")
         return y.sum()
     """,
-    """Line 8. `time.time()` is a function of a module Dynamo skips ("Attempted to call function marked as skipped",
+    """Line 8. `time.time()` is a C function Dynamo has no source or rule for ("Attempted to call function marked as skipped",
     gb0007), so a plain compile breaks there and `fullgraph=True` refuses the function at that line. The
     logger call on line 12 breaks too (gb0291: `logging.Logger` methods are not traced outside export), and
     the `if` on line 10 is not a break: a branch on a size is decided from the shape while tracing, and
@@ -486,7 +486,7 @@ concept(
     fusion cannot cross the break, each graph has its own guards and call overhead, and intermediates are
     materialised at the boundary. It is a common belief that a single break makes the whole function run
     eagerly; that is what `torch.compiler.disable`, a skipped frame, or a break inside a `for`/`while` loop does
-    (Dynamo cannot resume inside a loop and skips the whole frame: gb7000, "graph break in loop").""",
+    (Dynamo usually cannot resume inside a loop and skips the whole frame: gb7000, "graph break in loop").""",
     choices=(
         "two compiled graphs run, with the code at the break run by Python between them",
         "the whole function falls back to eager mode",
