@@ -75,7 +75,7 @@ concept(
     "runs it with ordinary eager kernels: it tests capture only",
     """The `eager` backend takes Dynamo's FX graph and runs it op by op with the normal eager kernels, so it
     is fast to compile and exercises only the capture: graph breaks, guards, recompiles. `aot_eager`
-    additionally traces the backward with AOTAutograd; only `inductor` generates new fused code. The course
+    adds AOTAutograd's tracing (forward and, for training, backward); only `inductor` generates new fused code. The course
     counts breaks and compiles with `eager` and uses Inductor only where speed is the lesson.""",
     choices=(
         "runs it with ordinary eager kernels: it tests capture only",
