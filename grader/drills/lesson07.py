@@ -210,7 +210,7 @@ def _(ns):
     head = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
     example = (torch.randn(4, 16),)
     # torch.onnx.export(head, example, path, dynamo=True, dynamic_shapes=({0: Dim("batch", min=2, max=16)},))
-    # onnxruntime.InferenceSession(path).run(None, {"x": torch.randn(1000, 16).numpy()})
+    # onnxruntime.InferenceSession(path).run(None, {"input": torch.randn(1000, 16).numpy()})
     """,
     """It runs it. A `Dim`'s range guides the export (it is what `torch.export` checks the model against and
     records in the program), but ONNX has no place for it: the file's input dimension is only a `dim_param`
