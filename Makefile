@@ -2,10 +2,12 @@
 SHELL := /bin/bash
 PYTHON ?= python3
 # The pinned torch is the default; `make test TORCH=2.15.0` (or 2.11.0, or PYTHON=python3.12) builds a
-# venv of its own for that version with the rest of the pinned set, and runs the same suite in it. Any
-# torch but the pinned CPU wheel comes from PyPI as the CUDA build (about 5 GB): a manual target, not CI.
+# venv of its own for that version with the rest of the pinned set, and runs the same suite in it.
+# Which build: on Linux without an NVIDIA GPU the CPU build from PyTorch's CPU index, with one PyPI's CUDA
+# build; TORCH_BUILD=cpu or TORCH_BUILD=cuda chooses (grader/torch_install.py says how it decides).
 PINNED_TORCH := $(shell sed -n 's/^torch==//p' constraints.txt)
 TORCH ?= $(PINNED_TORCH)
+TORCH_BUILD ?= auto
 ifeq ($(TORCH)-$(PYTHON),$(PINNED_TORCH)-python3)
 VENV := .venv
 else
@@ -31,13 +33,16 @@ export PYTHONWARNINGS := ignore::DeprecationWarning:jupyter_client.connect
 setup: $(STAMP)
 
 # Idempotent: the venv is made once; the install reruns only when the pins or the package change.
-# torch comes first and pinned, so nothing can resolve it to a CUDA build.
-$(STAMP): constraints.txt pyproject.toml
+# torch comes first, pinned and of the chosen build, so nothing later can resolve it to another one.
+$(STAMP): constraints.txt pyproject.toml jupyter/overrides.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	sed 's/^torch==.*/torch==$(TORCH)/' constraints.txt > $(VENV)/constraints.txt
-	$(PY) -m pip install -q -c $(VENV)/constraints.txt torch==$(TORCH)
+	@args="$$($(PYTHON) grader/torch_install.py $(TORCH) $(TORCH_BUILD))" && echo "installing torch: pip install $$args" \
+	  && $(PY) -m pip install -q -c $(VENV)/constraints.txt $$args
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[lab,test,browser]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (compile-export)" >/dev/null
+	@# JupyterLab's settings for this environment: no news pop-up, no update check
+	mkdir -p $(VENV)/share/jupyter/lab/settings && cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
 	@touch $(STAMP)
 
 # The optional deployment paths (TVM, ExecuTorch: 36 more packages); `make test` installs

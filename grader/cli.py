@@ -1,4 +1,4 @@
-"""``python -m grader``: list, run, grade, gradescope, drill, build, progress."""
+"""``python -m grader``: list, run, grade, gradescope, drill, build, progress, doctor."""
 from __future__ import annotations
 
 import argparse
@@ -132,6 +132,13 @@ def cmd_progress(args) -> int:
     return 0
 
 
+def cmd_doctor(args) -> int:
+    from .doctor import report
+
+    print(report())
+    return 0
+
+
 def add_sandbox_argument(s: argparse.ArgumentParser) -> None:
     from .sandbox import MODES
 
@@ -192,6 +199,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("progress", help="show your recorded progress")
     s.add_argument("--lesson")
     s.set_defaults(fn=cmd_progress)
+
+    s = sub.add_parser("doctor", help="what this machine runs, in one block to paste into a problem report")
+    s.set_defaults(fn=cmd_doctor)
     return p
 
 
