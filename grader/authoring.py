@@ -14,7 +14,6 @@ cleared, and a first cell says the file is generated.
 from __future__ import annotations
 
 import ast
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,8 @@ NOTEBOOKS = ROOT / "notebooks"
 _LINE = re.compile(r"^(?P<indent>\s*)(?P<body>.*?)\s*#\s*SOLUTION\s*$")
 _BEGIN = re.compile(r"^(?P<indent>\s*)#\s*BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*#\s*END SOLUTION\s*$")
-STUB_ERROR = 'raise NotImplementedError("your code here")'
+STUB_MESSAGE = "your code here"  # what a starter's stub raises; ``checking.is_stub`` knows it by this
+STUB_ERROR = f'raise NotImplementedError("{STUB_MESSAGE}")'
 KEEP_CELL_METADATA = ("tags",)
 # Output comparison only makes sense where outputs are kept: starters drop this nbval tag.
 SOLUTION_ONLY_TAGS = ("nbval-check-output",)
@@ -119,17 +119,14 @@ def read(path: Path) -> nbformat.NotebookNode:
         raise BuildError(f"{path.name} is not a readable notebook: {type(e).__name__}: {e}") from e
 
 
-def generated_note(name: str) -> str:
-    return (
-        f"> **Generated file.** Written by `python -m grader build` from `solutions/{name}`; "
-        "edit that file, not this one. Fill in the `...` and the `# YOUR CODE HERE` stubs, then run "
-        "the check cells."
-    )
+LEARNER_NOTE = ("> **Your copy of this lesson.** Fill in the `...` and the `# YOUR CODE HERE` stubs, then run the "
+                "check cell under each. Save it (Ctrl+S) before grading it with `grader run`.")
 
 
 def starter(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
-    """The learner's copy of a solution notebook."""
-    cells = [nbformat.v4.new_markdown_cell(generated_note(name), id="generated-note")]
+    """The learner's copy of a solution notebook. That it is generated, and from what, is in its metadata
+    (``course.generated_from``): the learner reads a note written for them."""
+    cells = [nbformat.v4.new_markdown_cell(LEARNER_NOTE, id="generated-note")]
     for index, cell in enumerate(nb.cells):
         new = nbformat.NotebookNode(
             cell_type=cell.cell_type,
@@ -151,15 +148,19 @@ def starter(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
         cells.append(new)
     meta = nbformat.NotebookNode(
         kernelspec=nb.metadata.get("kernelspec", {"name": "python3", "display_name": "Python 3", "language": "python"}),
-        language_info={"name": "python"},
+        # the kernel's own record, as JupyterLab writes it on saving (the solution was executed by that kernel)
+        language_info=nb.metadata.get("language_info", {"name": "python"}),
     )
-    if "course" in nb.metadata:
-        meta.course = nb.metadata.course
+    meta.course = nbformat.NotebookNode(nb.metadata.get("course", {}))
+    meta.course.generated_from = f"solutions/{name} by python -m grader build: edit that file, not this one"
     return nbformat.v4.new_notebook(cells=cells, metadata=meta)
 
 
 def dumps(nb: nbformat.NotebookNode) -> str:
-    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    """The notebook as Jupyter writes it (nbformat's writer: sources as lists of lines), so opening and saving
+    it in JupyterLab changes nothing the learner did not change."""
+    text = nbformat.writes(nb, version=nbformat.NO_CONVERT)
+    return text if text.endswith("\n") else text + "\n"
 
 
 @dataclass(frozen=True)

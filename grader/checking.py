@@ -18,6 +18,7 @@ import traceback
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
+from .authoring import STUB_MESSAGE
 from .registry import Exercise
 from .result import Result, Status
 from .timing import NoisyMeasurement
@@ -81,7 +82,7 @@ def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
         return result(
             Status.ERROR,
             message=f"the check itself failed ({type(e).__name__}: {_short(e)} at "
-            f"{origin.name}:{origin.lineno}); your answer was not judged",
+            f"{origin.name}:{origin.lineno}); your answer was not judged: please report it (README: Reporting a problem)",
         )
     return result(Status.PASSED, exercise.points, message or "")
 
@@ -94,7 +95,9 @@ def call(fn: Callable, *args: Any, name: str = "your function", **kwargs: Any) -
         value = fn(*args, **kwargs)
         return value
     except NotImplementedError as e:
-        raise NotAttempted(f"`{name}` still raises NotImplementedError: replace the starter code") from e
+        if is_stub(e):
+            raise NotAttempted(f"`{name}` still raises the starter's NotImplementedError: replace the starter code") from e
+        raise CheckFailed(f"calling `{name}` raised NotImplementedError: {_short(e)}") from e
     except (CheckFailed, NotAttempted):
         raise
     except (Exception, SystemExit) as e:  # SystemExit too: learner code must not end the check quietly
@@ -102,6 +105,12 @@ def call(fn: Callable, *args: Any, name: str = "your function", **kwargs: Any) -
     finally:
         if _WATCH["compare"] is not None and not _WATCH["paused"]:
             _WATCH["compare"]((fn, args, kwargs, value))
+
+
+def is_stub(error: BaseException) -> bool:
+    """Whether ``error`` is the starter stub's own NotImplementedError: any other one (torch's dispatcher
+    saying an op has no kernel for a backend, a learner's "TODO") comes from an attempt."""
+    return isinstance(error, NotImplementedError) and str(error) == STUB_MESSAGE
 
 
 class Tampered(BaseException):

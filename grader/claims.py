@@ -110,5 +110,6 @@ def claim(claim_id: str, holds: bool, shown: str = "") -> None:
                           + ". The lesson was checked on torch " + ", ".join(entry.checked_on or ("?",))
                           + (f" and on CPUs {'; '.join(entry.checked_cpus or ('?',))} (it depends on the CPU's "
                              f"{entry.cpu})" if entry.cpu else "")
-                          + "; please report it.")
+                          + "; please report it, with the block `.venv/bin/python -m grader doctor` prints "
+                          "(README: Reporting a problem).")
     print(f"✓ {claim_id} holds on {where}" + (f": {shown}" if shown else ""))

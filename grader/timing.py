@@ -35,7 +35,11 @@ class Timing:
         return self.median * 1e6
 
     def __str__(self) -> str:
-        text = f"{format_seconds(self.median)} ± {format_seconds(self.iqr / 2)} (median ± IQR/2 of {self.runs})"
+        if self.rounds:  # ``interleaved``: the best round's median, and how far the round medians spread
+            text = (f"{format_seconds(self.median)} (best of {self.runs} rounds; "
+                    f"the round medians' IQR {format_seconds(self.iqr)})")
+        else:
+            text = f"{format_seconds(self.median)} ± {format_seconds(self.iqr / 2)} (median ± IQR/2 of {self.runs})"
         return text + (" [busy machine: see the warning]" if self.note else "")
 
 
@@ -141,6 +145,20 @@ def interleaved(fns: dict[str, Callable], *args: Any, rounds: int = 5, min_run_t
         # A noisy round that is not the best one changes nothing: only the kept round's note is reported.
         result[name] = _flag(timing, best.note) if best.note else timing
     return result
+
+
+def margin(race: dict[str, Timing], *names: str, control: tuple[str, str] | None = None,
+           floor: float = 0.05) -> float:
+    """The relative margin a ratio between ``names`` in an ``interleaved`` race must clear to be a verdict:
+    the control's own deviation (``control`` names one callable raced twice), the spread of each named
+    callable's round medians (IQR over median), or ``floor``, whichever is largest."""
+    deviation = abs(race[control[0]].median / race[control[1]].median - 1) if control else 0.0
+    return max(floor, deviation, *(race[name].iqr / race[name].median for name in names))
+
+
+def verdict(speedup: float, margin: float) -> str:
+    """'faster' or 'slower' when a speed ratio (above 1: faster) lies beyond 1 ± ``margin``, else 'within noise'."""
+    return "faster" if speedup > 1 + margin else "slower" if speedup < 1 / (1 + margin) else "within noise"
 
 
 def rerace(race: Callable[[], Any], agrees: Callable[[Any], bool], tries: int = 3) -> Any:

@@ -184,7 +184,7 @@ def test_misreadings_of_custom_op_fail():
     fails("03.custom_op", empty_like_fake, says=("opcheck",))
     fixed = custom_op_with_fake("course_adversarial_fixed", "tone_curve", tone_curve)
     fails("03.custom_op", lambda namespace: fixed, says=("not an op in the namespace",))
-    not_attempted("03.custom_op", lambda namespace: (_ for _ in ()).throw(NotImplementedError()))
+    not_attempted("03.custom_op", lambda namespace: (_ for _ in ()).throw(NotImplementedError("your code here")))
 
 
 # --- 03.read_trace -----------------------------------------------------------------------------------
@@ -382,7 +382,7 @@ def test_asking_the_trace_processes_before_the_check_fails():
 def test_a_hard_coded_summary_and_the_starter(replay, drawn):
     truth = {key: drawn[0][0][key] for key in ("graphs", "recompiles")}
     fails(replay, lambda d: dict(truth) if any(pathlib.Path(d).iterdir()) else {"graphs": 0, "recompiles": 0})
-    not_attempted(replay, lambda d: (_ for _ in ()).throw(NotImplementedError()))
+    not_attempted(replay, lambda d: (_ for _ in ()).throw(NotImplementedError("your code here")))
 
 
 # --- 03.which_log ------------------------------------------------------------------------------------

@@ -1,5 +1,4 @@
 """build: solution markers become runnable stubs; --check catches drift."""
-import json
 
 import nbformat
 import pytest
@@ -52,8 +51,8 @@ def test_build_writes_marked_clean_starters_and_check_detects_drift(tmp_path):
     make_solution(sol)
     assert build(sol, out, check=True).stale == ["00_x.ipynb"]
     assert build(sol, out).written == ["00_x.ipynb"]
-    nb = json.loads((out / "00_x.ipynb").read_text())
-    assert "Generated file" in nb["cells"][0]["source"] and "solutions/00_x.ipynb" in nb["cells"][0]["source"]
+    nb = nbformat.reads((out / "00_x.ipynb").read_text(), as_version=4)
+    assert "solutions/00_x.ipynb" in nb.metadata.course.generated_from and "solutions" not in nb.cells[0].source
     code = nb["cells"][2]
     assert code["source"] == "answer = ...  # your answer"
     assert code["outputs"] == [] and code["execution_count"] is None
@@ -83,3 +82,14 @@ def test_dumps_is_deterministic(tmp_path):
     make_solution(tmp_path)
     nb = nbformat.read(str(tmp_path / "00_x.ipynb"), as_version=4)
     assert dumps(starter(nb, "00_x.ipynb")) == dumps(starter(nb, "00_x.ipynb"))
+
+
+def test_saving_a_course_notebook_as_jupyter_does_changes_nothing(tmp_path):
+    """JupyterLab saves with nbformat's writer (jupyter_server's FileContentsManager): a learner who opens a
+    notebook and saves it gets the very bytes `build` wrote, so the file shows no change they did not make."""
+    from grader.authoring import NOTEBOOKS
+
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        saved = tmp_path / path.name
+        nbformat.write(nbformat.read(str(path), as_version=nbformat.NO_CONVERT), str(saved))
+        assert saved.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), path.name

@@ -25,6 +25,18 @@ def test_ellipsis_and_not_implemented_are_not_attempted():
     assert r.status is Status.NOT_ATTEMPTED and "scale_shift" in r.message
 
 
+def test_another_not_implemented_error_is_an_attempt_that_failed():
+    def todo(x, scale, shift):
+        raise NotImplementedError("TODO: 3-D inputs")
+
+    def no_sparse_kernel(x, scale, shift):  # torch's dispatcher raises NotImplementedError for a missing kernel
+        return torch.addcmul(shift, x.to_sparse(), scale)
+
+    for attempt, says in ((todo, "TODO: 3-D inputs"), (no_sparse_kernel, "NotImplementedError")):
+        r = grader.check("00.warmup", attempt)
+        assert r.status is Status.FAILED and says in r.message, r.message
+
+
 def test_learner_crash_and_wrong_type_are_clear_failures():
     r = grader.check("00.warmup", lambda x, s, b: 1 / 0)
     assert r.status is Status.FAILED and "ZeroDivisionError" in r.message

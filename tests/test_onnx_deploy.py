@@ -85,7 +85,7 @@ def test_quantized_wrong_model_fails():
 
 def test_starter_not_attempted():
     def starter(src, dst):
-        raise NotImplementedError
+        raise NotImplementedError("your code here")
 
     assert check(starter).status.name == "NOT_ATTEMPTED"
 

@@ -35,9 +35,7 @@ def _(ns):
         return torch.relu(x * 2 + 1)
     """,
     """Each of the three elementwise ops reads a full tensor and writes a full tensor, so eager moves
-    3 x (read + write) while one fused kernel reads `x` once and writes the result once: a ratio of 3.
-    Elementwise ops are bandwidth-bound on large tensors, which is why fusing them gives close to 3x with
-    no less arithmetic.""",
+    3 x (read + write) while one fused kernel reads `x` once and writes the result once: a ratio of 3.""",
 )
 def _(ns):
     import torch
@@ -72,7 +70,8 @@ concept(
     "they are memory-bound: fusion moves a third of the bytes",
     """Large elementwise ops do almost no arithmetic per byte, so their time is bytes moved divided by
     memory bandwidth. Three unfused ops read and write the whole tensor three times; a fused kernel keeps
-    intermediates in registers and moves the data once. Lesson 01 measures the speed-up on your machine;
+    intermediates in registers and moves the data once, and it returns one fresh tensor where eager returns
+    three. Lesson 01 measures the speed-up on your machine;
     on a CPU with glibc (Linux) the fused chain still runs well behind a copy into preallocated memory there,
     because its 64 MiB output is above glibc's 32 MiB line: each call gets fresh memory from the operating
     system and pays a page fault per page of it.""",

@@ -138,13 +138,13 @@ concept(
 concept(
     "05.jit_trace",
     "What does `torch.jit.trace` do with a data-dependent `if` in the model?",
-    "records the branch the example took and silently freezes it",
+    "records the branch the example took and freezes it, with only a TracerWarning",
     """Tracing records the ops one example executes, so a branch on data becomes a fixed path: other inputs
-    silently get the wrong branch (at best with a TracerWarning). `torch.jit.trace` is deprecated. Export
+    silently get the wrong branch (trace warns once, with a TracerWarning, when it records it). `torch.jit.trace` is deprecated. Export
     refuses a branch on a tensor's value (write it with `torch.cond` and it captures both), but a branch on
     a Python value, a global config flag for one, it freezes just as silently (05.config_frozen).""",
     choices=(
-        "records the branch the example took and silently freezes it",
+        "records the branch the example took and freezes it, with only a TracerWarning",
         "captures both branches as an If",
         "raises an error",
         "calls back into Python for the branch at run time",
