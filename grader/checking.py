@@ -269,10 +269,33 @@ def as_str(name: str, value: Any) -> str:
 
 
 def as_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """One of ``choices``, given as an exact str; spaces for underscores (and the other way round) and
+    capitals are read as meant ("requires grad" is "requires_grad")."""
     value = as_str(name, value)
-    if value not in choices:
+    if value in choices:
+        return value
+
+    def key(text: str) -> str:
+        return " ".join(text.replace("_", " ").lower().split())
+
+    matches = [choice for choice in choices if key(choice) == key(value)]
+    if len(matches) != 1:
         raise CheckFailed(f"`{name}`: answer one of {tuple(choices)}, not {value!r}")
-    return value
+    return matches[0]
+
+
+def as_dtype(name: str, value: Any) -> Any:
+    """A ``torch.dtype``, or its name as an exact str: "float32" and "torch.float32" are torch.float32."""
+    import torch
+
+    if type(value) is torch.dtype:
+        return value
+    if type(value) is str:
+        attr = value.strip().removeprefix("torch.")
+        found = getattr(torch, attr, None) if attr.isidentifier() and not attr.startswith("_") else None
+        if type(found) is torch.dtype:
+            return found
+    raise _refuse(name, "a torch.dtype (torch.float32) or its name ('float32')", value)
 
 
 def as_ints(name: str, value: Any, length: int | None = None) -> tuple[int, ...]:

@@ -82,6 +82,7 @@ SNIPPETS = list(lesson03.SNIPPETS)
 HOSTILE = [
     ("00.predict_shape", (LiarTuple((1, 2, 3)),)),
     ("00.predict_shape", ((LiarInt(1), 5, 3),)),
+    ("00.predict_dtype", (LiarStr("float32"),)),  # a dtype's name is read only from an exact str
     ("01.predict_ops", (LiarInt(0),)),
     ("02.predict_compiles", ([LiarInt(1)],)),
     ("02.predict_compiles", (LiarList([1]),)),

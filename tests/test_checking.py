@@ -46,6 +46,25 @@ def test_learner_crash_and_wrong_type_are_clear_failures():
     assert r.status is Status.FAILED and "tuple" in r.message
 
 
+def test_natural_answer_forms_are_read_as_meant():
+    for shape in ((8, 5, 3), [8, 5, 3], torch.Size([8, 5, 3])):
+        assert grader.check("00.predict_shape", shape).status is Status.PASSED, shape
+    for dtype in (torch.float32, "float32", "torch.float32"):
+        assert grader.check("00.predict_dtype", dtype).status is Status.PASSED, dtype
+    for wrong in ("float64", "torch.int64"):
+        assert grader.check("00.predict_dtype", wrong).status is Status.FAILED, wrong
+    for nonsense in ("tensor", "_C", "cuda", 32):
+        r = grader.check("00.predict_dtype", nonsense)
+        assert r.status is Status.FAILED and "torch.dtype" in r.message, (nonsense, r.message)
+    from grader.checking import CheckFailed, as_choice
+
+    choices = ("shape", "requires_grad", "python constant")
+    assert [as_choice("a", text, choices) for text in ("requires grad", "Requires_Grad", "python_constant")] == \
+        ["requires_grad", "requires_grad", "python constant"]
+    with pytest.raises(CheckFailed, match="answer one of"):
+        as_choice("a", "grad", choices)
+
+
 def test_wrong_number_of_answers():
     r = grader.check("00.warmup")
     assert r.status is Status.FAILED and "takes 1 answer" in r.message

@@ -4,19 +4,17 @@ from __future__ import annotations
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, as_ints, call, expect_callable, expect_prediction, expect_type
+from ..checking import CheckFailed, as_dtype, as_ints, call, expect_callable, expect_prediction
 
 
-def predict_shape(predicted_shape):
-    expect_type("predicted_shape", predicted_shape, (tuple, torch.Size))
+def predict_shape(predicted_shape):  # a tuple, a list or a torch.Size of ints
     measured = tuple((torch.zeros(8, 1, 3) * torch.zeros(5, 1)).shape)
     expect_prediction("shape of torch.zeros(8, 1, 3) * torch.zeros(5, 1)", as_ints("predicted_shape", predicted_shape), measured)
 
 
-def predict_dtype(predicted_dtype):
-    expect_type("predicted_dtype", predicted_dtype, torch.dtype)
+def predict_dtype(predicted_dtype):  # torch.float32, or "float32" / "torch.float32"
     measured = (torch.arange(4) / 2).dtype
-    expect_prediction("dtype of torch.arange(4) / 2", predicted_dtype, measured)
+    expect_prediction("dtype of torch.arange(4) / 2", as_dtype("predicted_dtype", predicted_dtype), measured)
 
 
 def warmup(scale_shift):
