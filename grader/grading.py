@@ -162,7 +162,7 @@ POINTS_POSSIBLE = "Points Possible"  # the label of the second row of Canvas's o
 
 
 def totals_table(batch: Batch) -> list[list[str]]:
-    """``totals.csv``: a header (``student, lesson NN, ..., total``), a "Points Possible" row as Canvas's
+    """The totals CSV (``totals_path``): a header (``student, lesson NN, ..., total``), a "Points Possible" row as Canvas's
     gradebook export has, then one row per student with the points of each lesson and the total."""
     lessons = list(dict.fromkeys(s.lesson.number for s in batch.submissions))
     most = {n: sum(e.points for e in registry.exercises(n)) for n in lessons}
@@ -177,8 +177,9 @@ def totals_table(batch: Batch) -> list[list[str]]:
 
 
 def totals_path(out: Path) -> Path:
-    """Where ``grade --out X`` writes the totals: ``totals.csv`` next to X."""
-    return out.with_name("totals.csv" if out.name != "totals.csv" else "totals-by-lesson.csv")
+    """Where ``grade --out X.csv`` writes the totals: ``X-totals.csv`` next to it, so grading a second assignment
+    under another name never overwrites the first one's totals."""
+    return out.with_name(f"{out.stem}-totals{out.suffix or '.csv'}")
 
 
 def write_totals(batch: Batch, path: Path) -> None:

@@ -236,7 +236,8 @@ def test_csv_and_feedback_files(batch, tmp_path):
 def test_totals_csv_has_a_row_per_student_a_column_per_lesson_and_points_possible(batch, tmp_path):
     _, result, _, _ = batch
     out = grading.totals_path(tmp_path / "grades.csv")
-    assert out == tmp_path / "totals.csv"
+    assert out == tmp_path / "grades-totals.csv"
+    assert grading.totals_path(tmp_path / "hw3.csv") == tmp_path / "hw3-totals.csv"  # a second assignment keeps its own
     grading.write_totals(result, out)
     rows = list(csv.reader(open(out, newline="")))
     assert rows[0] == ["student", "lesson 00", "total"]
@@ -319,5 +320,5 @@ def test_cli_writes_the_csv_and_reports_missing_folder(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout) == [{"student": "empty", "notebook": LESSON.notebook}]
     assert len(list(csv.DictReader(open(out)))) == len(IDS)
-    assert list(csv.reader(open(tmp_path / "totals.csv"))) == [["student", "lesson 00", "total"],
+    assert list(csv.reader(open(tmp_path / "g-totals.csv"))) == [["student", "lesson 00", "total"],
                                                               [grading.POINTS_POSSIBLE, "3", "3"], ["empty", "0", "0"]]
