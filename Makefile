@@ -54,9 +54,11 @@ $(DEPLOY_STAMP): $(STAMP)
 	$(PY) -m pip check
 	@touch $(DEPLOY_STAMP)
 
+# The learner works in work/ (ignored by git): copied from notebooks/ once, never overwritten (grader/workspace.py).
 lab: setup
 	@test -e $(DEPLOY_STAMP) || echo "Optional: 'make deploy' adds TVM and ExecuTorch for lessons 07-08 (their cells skip without them)."
-	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/
+	$(PY) -m grader work
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) work/
 
 build: setup
 	$(PY) -m grader build

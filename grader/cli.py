@@ -1,4 +1,4 @@
-"""``python -m grader``: list, run, grade, gradescope, drill, build, progress, doctor."""
+"""``python -m grader``: list, run, grade, gradescope, drill, build, progress, work, doctor."""
 from __future__ import annotations
 
 import argparse
@@ -132,6 +132,18 @@ def cmd_progress(args) -> int:
     return 0
 
 
+def cmd_work(args) -> int:
+    from . import workspace
+
+    try:
+        status = workspace.sync(fresh=tuple(args.fresh or ()))
+    except ValueError as e:
+        print(f"grader work: {e}", file=sys.stderr)
+        return 2
+    print(workspace.report(status))
+    return 0
+
+
 def cmd_doctor(args) -> int:
     from .doctor import report
 
@@ -199,6 +211,10 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("progress", help="show your recorded progress")
     s.add_argument("--lesson")
     s.set_defaults(fn=cmd_progress)
+
+    s = sub.add_parser("work", help="make your own copy of the lessons in work/ (never overwritten); say which the course changed")
+    s.add_argument("--fresh", nargs="+", metavar="NN", help="write the course's current version of these lessons beside yours")
+    s.set_defaults(fn=cmd_work)
 
     s = sub.add_parser("doctor", help="what this machine runs, in one block to paste into a problem report")
     s.set_defaults(fn=cmd_doctor)

@@ -1,0 +1,61 @@
+"""The learner's own copy (grader/workspace.py): made once, never overwritten, and told when the course changed."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import workspace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def course(tmp_path: Path) -> Path:
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    for name in ("00_setup.ipynb", "01_eager_cost.ipynb"):
+        (folder / name).write_text(f'{{"lesson": "{name}"}}\n')
+    return folder
+
+
+def test_the_copy_is_made_once_and_never_overwritten(tmp_path):
+    notebooks, work = course(tmp_path), tmp_path / "work"
+    status = workspace.sync(work, notebooks)
+    assert status.copied == ["00_setup.ipynb", "01_eager_cost.ipynb"] and status.changed == []
+    (work / "00_setup.ipynb").write_text("my answers")
+    again = workspace.sync(work, notebooks)
+    assert again.copied == [] and again.changed == [] and (work / "00_setup.ipynb").read_text() == "my answers"
+
+
+def test_a_lesson_the_course_changed_is_named_and_its_fresh_copy_lies_beside_the_learners(tmp_path):
+    notebooks, work = course(tmp_path), tmp_path / "work"
+    workspace.sync(work, notebooks)
+    (work / "01_eager_cost.ipynb").write_text("my answers")
+    (notebooks / "01_eager_cost.ipynb").write_text('{"lesson": "01, updated"}\n')  # a git pull
+    status = workspace.sync(work, notebooks)
+    assert status.changed == ["01_eager_cost.ipynb"] and "--fresh 01" in workspace.report(status, work)
+    status = workspace.sync(work, notebooks, fresh=("01",))
+    assert status.fresh == ["01_eager_cost.fresh.ipynb"]
+    assert (work / "01_eager_cost.fresh.ipynb").read_text() == '{"lesson": "01, updated"}\n'
+    assert (work / "01_eager_cost.ipynb").read_text() == "my answers"
+    with pytest.raises(ValueError, match="no lesson 42"):
+        workspace.sync(work, notebooks, fresh=("42",))
+
+
+def test_a_damaged_record_costs_no_copy(tmp_path):
+    notebooks, work = course(tmp_path), tmp_path / "work"
+    workspace.sync(work, notebooks)
+    (work / workspace.MANIFEST).write_text("{not json")
+    status = workspace.sync(work, notebooks)  # no record: every lesson reads as changed, nothing is overwritten
+    assert status.copied == [] and len(status.changed) == 2
+
+
+def test_make_lab_opens_the_learners_copy_and_git_ignores_it(tmp_path):
+    recipe = subprocess.run(["make", "-n", "lab", f"VENV={tmp_path}/venv"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert "-m grader work" in recipe and recipe.rstrip().endswith("work/"), recipe
+    ignored = subprocess.run(["git", "check-ignore", "-q", "work/01_eager_cost.ipynb"], cwd=ROOT)
+    assert ignored.returncode == 0
+    out = subprocess.run([sys.executable, "-m", "grader", "work", "--fresh", "99"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and "no lesson 99" in out.stderr
