@@ -57,6 +57,7 @@ class Batch:
     interrupted: bool = False
     changed_on_disk: list[str] = field(default_factory=list)  # grader files that differ after grading
     warning: str | None = None  # said in the summary and as the CSV's first line: e.g. graded without a sandbox
+    sandboxed: bool = False  # each kernel and check process ran in bubblewrap
 
     def rows(self) -> list[dict]:
         out = []
@@ -113,7 +114,7 @@ def grade(
     sandboxed, warning = sandbox.resolve(sandbox_mode)
     snapshot = trusted.Snapshot.of_installed()  # before any submission runs
     trust = pipeline.Trust(snapshot, sandboxed=sandboxed)
-    batch = Batch(plan(folder, lessons), jobs=jobs, warning=warning)
+    batch = Batch(plan(folder, lessons), jobs=jobs, warning=warning, sandboxed=sandboxed)
     todo = [s for s in batch.submissions if s.path is not None]
 
     def run(sub: Submission) -> pipeline.NotebookReport:
@@ -294,7 +295,11 @@ def summary(batch: Batch) -> str:
     graded = [s for s in batch.submissions if s.report is not None]
     per = sum(s.report.seconds for s in graded) / len(graded) if graded else 0.0
     lines = [f"graded {len(graded)} notebook(s) of {len(batch.totals())} student(s) in {batch.seconds:.0f} s "
-             f"with --jobs {batch.jobs} ({per:.0f} s per notebook on average)"]
+             f"with --jobs {batch.jobs} ({per:.0f} s per notebook on average), "
+             + ("each in a bubblewrap sandbox" if batch.sandboxed else "without a sandbox")]
+    if graded:
+        slowest = max(graded, key=lambda s: s.report.seconds)
+        lines.append(f"slowest: {slowest.student}'s {slowest.lesson.notebook}, {slowest.report.seconds:.0f} s")
     for student, (got, most) in batch.totals().items():
         lines.append(f"  {student:<24} {got:g}/{most:g}")
     if batch.warning:

@@ -322,3 +322,18 @@ def test_cli_writes_the_csv_and_reports_missing_folder(tmp_path):
     assert len(list(csv.DictReader(open(out)))) == len(IDS)
     assert list(csv.reader(open(tmp_path / "g-totals.csv"))) == [["student", "lesson 00", "total"],
                                                               [grading.POINTS_POSSIBLE, "3", "3"], ["empty", "0", "0"]]
+
+
+def test_the_summary_names_the_sandbox_and_the_slowest_notebook(monkeypatch):
+    from types import SimpleNamespace
+
+    def submission(student, notebook, seconds):
+        return SimpleNamespace(student=student, lesson=SimpleNamespace(notebook=notebook), report=SimpleNamespace(seconds=seconds))
+
+    batch = grading.Batch([submission("ada", "00_setup.ipynb", 12.0), submission("bo", "03_graph_breaks.ipynb", 95.0)],
+                          seconds=110, jobs=2, sandboxed=True)
+    monkeypatch.setattr(grading.Batch, "totals", lambda self: {})
+    text = grading.summary(batch)
+    assert "each in a bubblewrap sandbox" in text and "slowest: bo's 03_graph_breaks.ipynb, 95 s" in text, text
+    batch.sandboxed = False
+    assert "without a sandbox" in grading.summary(batch)
