@@ -89,7 +89,7 @@ def cmd_grade(args) -> int:
     try:
         batch = grading.grade(folder, jobs=args.jobs, lessons=lessons, notebook_timeout=args.timeout,
                               cell_timeout=args.cell_timeout, memory_mb=args.memory_mb or None,
-                              sandbox_mode=args.sandbox)
+                              sandbox_mode=args.sandbox, keep_executed=Path(args.keep_executed) if args.keep_executed else None)
     except (ValueError, sandbox.Unavailable) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
@@ -107,7 +107,7 @@ def cmd_grade(args) -> int:
     else:
         print(grading.summary(batch))
         print(f"wrote {args.out}, {grading.totals_path(Path(args.out))}"
-              + (f" and feedback in {args.feedback}/" if args.feedback else ""))
+              + (f" and feedback in {args.feedback.rstrip('/')}/" if args.feedback else ""))
     return 130 if batch.interrupted else 0
 
 
@@ -185,6 +185,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--memory-mb", type=int, default=6144, help="memory limit in MB per kernel and check process (0: none)")
     s.add_argument("--lessons", help="comma-separated lesson numbers to report on (default: any handed in)")
     s.add_argument("--feedback", help="folder for one Markdown feedback file per student")
+    s.add_argument("--keep-executed", metavar="DIR", help="keep each executed notebook, outputs included, as DIR/<student>/<notebook>")
     s.add_argument("--json", action="store_true", help="print the reports as JSON instead of a summary")
     add_sandbox_argument(s)
     s.set_defaults(fn=cmd_grade)

@@ -107,9 +107,11 @@ def grade(
     memory_mb: int | None = pipeline.MEMORY_MB,
     show_progress: bool = True,
     sandbox_mode: str = "auto",
+    keep_executed: Path | None = None,
 ) -> Batch:
     """Grade every submission; ``sandbox_mode`` is ``--sandbox``: "auto", "bwrap" (raises
-    ``sandbox.Unavailable`` when bwrap does not work here) or "none"."""
+    ``sandbox.Unavailable`` when bwrap does not work here) or "none". With ``keep_executed``, each executed
+    notebook is kept as ``<keep_executed>/<student>/<notebook>``."""
     started = time.monotonic()
     sandboxed, warning = sandbox.resolve(sandbox_mode)
     snapshot = trusted.Snapshot.of_installed()  # before any submission runs
@@ -120,7 +122,8 @@ def grade(
     def run(sub: Submission) -> pipeline.NotebookReport:
         try:
             return pipeline.run_notebook(sub.path, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout,
-                                         trust=trust, memory_mb=memory_mb)
+                                         trust=trust, memory_mb=memory_mb,
+                                         keep=keep_executed / _safe(sub.student) if keep_executed else None)
         except Exception as e:  # a grader bug must cost one notebook, never the batch
             report = pipeline.NotebookReport(str(sub.path))
             report.problems.append(f"the grader failed on this notebook: {type(e).__name__}: {e}"[:300])
@@ -137,6 +140,8 @@ def grade(
             sub.report = future.result()
             bar.set_postfix_str(f"{sub.student}/{sub.lesson.notebook} {sub.report.score:g}/{sub.report.max_score:g}")
             bar.update()
+            if show_progress and bar.disable:  # no terminal (nohup, cron, CI): a line per finished notebook instead
+                print(finished_line(sub), file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         batch.interrupted = True
     finally:  # interrupted: what finished is kept, the rest is reported as not graded
@@ -147,6 +152,13 @@ def grade(
         batch.changed_on_disk = snapshot.differences(Path(trusted.__file__).resolve().parent.parent)
         batch.seconds = time.monotonic() - started
     return batch
+
+
+def finished_line(sub: Submission) -> str:
+    """One line for a graded notebook: student, notebook, score, seconds, and why it stopped if it did."""
+    report = sub.report
+    line = f"graded {sub.student}/{sub.lesson.notebook}: {report.score:g}/{report.max_score:g} in {report.seconds:.0f} s"
+    return line + (f" ({report.problems[0]})" if report.problems else "")
 
 
 def write_csv(batch: Batch, path: Path) -> None:

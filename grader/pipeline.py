@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import subprocess
 import sys
@@ -165,15 +166,15 @@ def execute_and_extract(
                             problems.append(f"the notebook ran past its {notebook_timeout:.0f} s limit; later cells were not run")
                             break
                         client.timeout = int(max(1, min(cell_timeout, left)))
-                        began, where = time.monotonic(), f"while running cell {index}"
+                        began, where = time.monotonic(), f"while running {cell_label(cell, index)}"
                         client.execute_cell(cell, index)
                         problems += cell_problems(cell, index, client.timeout, time.monotonic() - began)
                         if time.monotonic() >= deadline:  # the answers are saved once, below, if the kernel answers
-                            problems.append(f"the notebook ran past its {notebook_timeout:.0f} s limit in cell {index}")
+                            problems.append(f"the notebook ran past its {notebook_timeout:.0f} s limit in {cell_label(cell, index)}")
                             break
                         defined = transport.mentioned(cell.source, names)
                         if defined:
-                            where = f"while saving the answers of cell {index}"
+                            where = f"while saving the answers of {cell_label(cell, index)}"
                             hidden(transport.save_code(defined, store, only_defined=True),
                                    min(cell_timeout, max(EXTRACT_GRACE, deadline - time.monotonic())))
                     where = "while saving the answers at the end"
@@ -192,18 +193,57 @@ def execute_and_extract(
     return Execution(transport.gather(store, names, answers_file) if started else None, problems)
 
 
+def cell_label(cell: nbformat.NotebookNode, index: int) -> str:
+    """A cell as JupyterLab shows it: numbered from 1 over all cells (its status bar's "Cell 13/31"), with its
+    first line."""
+    first = next((line.strip() for line in cell.get("source", "").splitlines() if line.strip()), "")
+    return f"cell {index + 1} (`{first[:40]}{'...' if len(first) > 40 else ''}`)"
+
+
+# IPython names a cell's code after a temporary file ("2937728356.py", "/tmp/ipykernel_81/2937728356.py")
+_CELL_FILE = re.compile(r"(?:[^\s(]*/ipykernel_\d+/)?\d{6,}\.py, ")
+
+
 def cell_problems(cell: nbformat.NotebookNode, index: int, timeout: int, seconds: float) -> list[str]:
-    """What went wrong in one executed cell, for the learner."""
-    problems = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "error":
-            if out.get("ename") == "CellTimeoutError":
-                problems.append(f"cell {index} ran past {timeout} s and was interrupted")
-            else:
-                problems.append(f"cell {index} raised {out.get('ename')}: {' '.join(str(out.get('evalue')).split())[:200]}")
-    if seconds > timeout and not any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", [])):
-        problems.append(f"cell {index} ran past {timeout} s")
+    """What went wrong in one executed cell, for the learner: one line for a timeout (the interrupt it sent is
+    not reported again as an exception), no temporary file names."""
+    problems, label = [], cell_label(cell, index)
+    errors = [out for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+    timed_out = seconds > timeout or any(out.get("ename") == "CellTimeoutError" for out in errors)
+    if timed_out:
+        problems.append(f"{label} ran past {timeout} s and was interrupted")
+    for out in errors:
+        if out.get("ename") in ("CellTimeoutError", "KeyboardInterrupt") and timed_out:
+            continue
+        message = _CELL_FILE.sub("", " ".join(str(out.get("evalue")).split()))
+        problems.append(f"{label} raised {out.get('ename')}: {message[:200]}")
     return problems
+
+
+def unrun_answers(results: list[Result], nb: nbformat.NotebookNode, exercises, timeout: float) -> list[Result]:
+    """An answer the notebook never defined because the first cell naming it raised (a SyntaxError in
+    ``predicted_shape = (8, 5, 3``) is an error, "your answer cell did not run", not "not attempted". The starter
+    stub's own NotImplementedError is not such a failure."""
+    from .authoring import STUB_MESSAGE
+
+    names = answer_names(exercises)
+    failed: dict[str, str] = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if errors and not all(o.get("ename") == "NotImplementedError" and o.get("evalue") == STUB_MESSAGE for o in errors):
+            problems = cell_problems(cell, index, int(timeout), 0.0)
+            for name in transport.mentioned(cell.source, names):
+                failed.setdefault(name, problems[0] if problems else f"{cell_label(cell, index)} raised")
+    by_id = {e.id: e for e in exercises}
+    out = []
+    for r in results:
+        missing = [n for n in by_id[r.id].answers if n in failed and r.message.startswith(f"the notebook defines no `{n}`")] \
+            if r.status is Status.NOT_ATTEMPTED and r.id in by_id else []
+        out.append(Result(r.id, Status.ERROR, 0, r.max_points, f"your answer cell did not run: {failed[missing[0]]}")
+                   if missing else r)
+    return out
 
 
 # --- step 4: check, in a separate clean process -----------------------------------------------------
@@ -374,8 +414,9 @@ def run_notebook(
     check_timeout: float = CHECK_TIMEOUT,
     trust: Trust | None = None,
     memory_mb: int | None = MEMORY_MB,
+    keep: Path | None = None,
 ) -> NotebookReport:
-    """Score one notebook. With ``trust`` (classroom grading) the kernel imports the grader from a
+    """Score one notebook (with ``keep``, the executed notebook, its outputs included, is written there). With ``trust`` (classroom grading) the kernel imports the grader from a
     throwaway copy (what it writes there is lost) and the checks from a verified read-only copy; with
     ``trust.sandboxed`` the kernel sees only its notebook's folder, that copy and a private scratch."""
     started = time.monotonic()
@@ -418,8 +459,12 @@ def run_notebook(
                 jail=jail, scratch=tmp,
             )
             report.problems += execution.problems
+            if keep is not None:
+                keep.mkdir(parents=True, exist_ok=True)
+                nbformat.write(nb, str(keep / path.name))
             report.results = check_answers(exercises, execution.answers_file, timeout=check_timeout, env=env,
                                            trust=trust, memory_mb=memory_mb, worker=early, root=root)
+            report.results = unrun_answers(report.results, nb, exercises, cell_timeout)
             early = None
         finally:
             if early is not None:  # the notebook could not be run to the end of check_answers

@@ -119,7 +119,8 @@ def batch(tmp_path_factory):
     (folder / "broken" / LESSON.notebook).write_text("{ this is not a notebook")
     (folder / "absent").mkdir()
     before = trusted.Snapshot.of_installed()
-    result = grading.grade(folder, jobs=2, cell_timeout=20, show_progress=False)
+    result = grading.grade(folder, jobs=2, cell_timeout=20, show_progress=False,
+                           keep_executed=tmp_path_factory.mktemp("executed"))
     after = trusted.Snapshot.of_installed()
     return folder, result, before, after
 
@@ -337,3 +338,20 @@ def test_the_summary_names_the_sandbox_and_the_slowest_notebook(monkeypatch):
     assert "each in a bubblewrap sandbox" in text and "slowest: bo's 03_graph_breaks.ipynb, 95 s" in text, text
     batch.sandboxed = False
     assert "without a sandbox" in grading.summary(batch)
+
+
+def test_keep_executed_keeps_each_graded_notebook_with_its_outputs(batch, tmp_path_factory):
+    kept = sorted(tmp_path_factory.getbasetemp().glob(f"executed[0-9]*/honest/{LESSON.notebook}"))
+    assert len(kept) == 1, kept
+    nb = nbformat.read(str(kept[0]), as_version=4)
+    checks = [c for c in nb.cells if c.cell_type == "code" and "grader.check(" in c.source]
+    assert checks and all(c.outputs for c in checks)  # executed: the check cells have their outputs
+    assert not list(tmp_path_factory.getbasetemp().glob("executed[0-9]*/broken/*"))  # nothing ran for a broken file
+
+
+def test_without_a_terminal_each_finished_notebook_is_one_line(tmp_path, capsys):
+    (tmp_path / "class" / "eve").mkdir(parents=True)
+    (tmp_path / "class" / "eve" / LESSON.notebook).write_text("{ not a notebook")  # fails fast: no kernel starts
+    grading.grade(tmp_path / "class", show_progress=True, sandbox_mode="none")
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("graded ")]
+    assert len(lines) == 1 and lines[0].startswith(f"graded eve/{LESSON.notebook}: 0/") and "not a valid notebook" in lines[0], lines

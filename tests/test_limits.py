@@ -15,6 +15,7 @@ import pytest
 
 from grader import grading, limits, registry
 from grader.authoring import SOLUTIONS
+from grader.pipeline import cell_label
 
 # What CUDA does at start-up: reserve a huge range of address space, PROT_NONE, backed by nothing.
 # (Python 3.11's mmap module names neither MAP_NORESERVE nor PROT_NONE: 0x4000 and 0 on Linux.)
@@ -115,12 +116,13 @@ VARIANTS = {
 }
 
 
-def added_cell(student: str) -> int:
-    """The index of the cell ``variant`` added to a student's notebook: the cell the report names."""
+def added_cell(student: str) -> str:
+    """The cell ``variant`` added to a student's notebook, as the report names it (``cell 25 (`first line`)``)."""
     nb, original = VARIANTS[student], nbformat.read(str(SOLUTIONS / LESSON.notebook), as_version=4)
     known = {c.source for c in original.cells}
-    return next(i for i, c in enumerate(nb.cells) if c.source not in known and c.cell_type == "code"
-                and not c.source.startswith(RESERVE[:20]))
+    index = next(i for i, c in enumerate(nb.cells) if c.source not in known and c.cell_type == "code"
+                 and not c.source.startswith(RESERVE[:20]))
+    return cell_label(nb.cells[index], index)
 
 
 @pytest.fixture(scope="module")
@@ -142,21 +144,21 @@ def outcome(submission) -> tuple[dict[str, str], list[str]]:
 def test_a_kernel_that_exits_after_exercise_1_keeps_its_point(graded):
     statuses, problems = outcome(graded["exits_after_exercise_1"])
     assert statuses == {IDS[0]: "passed", IDS[1]: "not attempted", IDS[2]: "not attempted"}, problems
-    assert any(f"kernel died while running cell {added_cell('exits_after_exercise_1')} (exit code 3)" in p for p in problems), problems
+    assert any(f"kernel died while running {added_cell('exits_after_exercise_1')} (exit code 3)" in p for p in problems), problems
 
 
 @pytest.mark.notebooks
 def test_a_kernel_killed_after_exercise_2_keeps_its_points(graded):
     statuses, problems = outcome(graded["killed_after_exercise_2"])
     assert statuses == {IDS[0]: "passed", IDS[1]: "passed", IDS[2]: "not attempted"}, problems
-    assert any(f"kernel died while running cell {added_cell('killed_after_exercise_2')} (signal 9 (SIGKILL" in p for p in problems), problems
+    assert any(f"kernel died while running {added_cell('killed_after_exercise_2')} (signal 9 (SIGKILL" in p for p in problems), problems
 
 
 @pytest.mark.notebooks
 def test_a_notebook_past_its_time_limit_keeps_its_points(graded):
     statuses, problems = outcome(graded["runs_out_of_time"])
     assert set(statuses.values()) == {"passed"}, problems
-    assert any(f"ran past its {NOTEBOOK_TIMEOUT} s limit in cell {added_cell('runs_out_of_time')}" in p for p in problems), problems
+    assert any(f"ran past its {NOTEBOOK_TIMEOUT} s limit in {added_cell('runs_out_of_time')}" in p for p in problems), problems
 
 
 @pytest.mark.notebooks
@@ -169,5 +171,5 @@ def test_a_reserved_address_range_costs_nothing_in_the_kernel_or_the_check(grade
 def test_resident_memory_past_the_limit_is_stopped_reported_and_earlier_points_kept(graded):
     statuses, problems = outcome(graded["hogs_shared_memory"])
     assert set(statuses.values()) == {"passed"}, problems
-    assert any(f"kernel died while running cell {added_cell('hogs_shared_memory')} (it ran out of its {MEMORY_MB} MB memory limit)" in p
+    assert any(f"kernel died while running {added_cell('hogs_shared_memory')} (it ran out of its {MEMORY_MB} MB memory limit)" in p
                for p in problems), problems

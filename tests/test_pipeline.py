@@ -7,7 +7,7 @@ import cloudpickle
 
 from grader import registry
 from grader.pipeline import check_answers
-from grader.result import Status
+from grader.result import Result, Status
 
 
 def answers_file(tmp_path, **objects):
@@ -277,3 +277,27 @@ def test_a_function_that_leaves_a_thread_running_fails_and_one_that_joins_its_th
     path = answers_file(tmp_path, scale_shift=_scale_shift_with_a_joined_thread, predicted_dtype=torch.float32)
     [result] = check_answers(exercises, path, timeout=60)
     assert result.status is Status.PASSED, result
+
+
+def test_an_answer_cell_that_raised_is_an_error_not_not_attempted():
+    import nbformat
+
+    from grader.pipeline import cell_problems, unrun_answers
+
+    exercises = registry.exercises("00")
+    missing = [Result(e.id, Status.NOT_ATTEMPTED, 0, e.points, f"the notebook defines no `{e.answers[0]}`") for e in exercises]
+    typo = nbformat.v4.new_code_cell("predicted_shape = (8, 5, 3")
+    typo.outputs = [nbformat.v4.new_output("error", ename="SyntaxError", evalue="incomplete input (2937728356.py, line 1)",
+                                           traceback=[])]
+    stub = nbformat.v4.new_code_cell("scale_shift(x, 1, 0)")  # the starter's stub raising is not attempted still
+    stub.outputs = [nbformat.v4.new_output("error", ename="NotImplementedError", evalue="your code here", traceback=[])]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# 00"), typo, stub])
+    got = {r.id: r for r in unrun_answers(missing, nb, exercises, 300)}
+    assert got["00.predict_shape"].status is Status.ERROR
+    assert got["00.predict_shape"].message == ("your answer cell did not run: cell 2 (`predicted_shape = (8, 5, 3`) "
+                                               "raised SyntaxError: incomplete input (line 1)")
+    assert got["00.warmup"].status is Status.NOT_ATTEMPTED and got["00.predict_dtype"].status is Status.NOT_ATTEMPTED
+    # a timeout is one line, the interrupt it sent is not reported as an exception too
+    loop = nbformat.v4.new_code_cell("while True:\n    pass")
+    loop.outputs = [nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])]
+    assert cell_problems(loop, 24, 300, 301.0) == ["cell 25 (`while True:`) ran past 300 s and was interrupted"]

@@ -116,7 +116,8 @@ def raised(graded, attack: str, error: str) -> bool:
     """Whether the report of the student making ``attack`` says that its cell raised ``error``."""
     student = next(s for s, added in STUDENTS.items() if attack in added)
     cell = len(nbformat.read(str(SOLUTIONS / LESSON.notebook), as_version=4).cells) + STUDENTS[student].index(attack)
-    return f"cell {cell} raised {error}" in feedback(graded, student)
+    return any(line.startswith(f"- cell {cell + 1} (") and f"raised {error}" in line  # numbered from 1, as JupyterLab
+               for line in feedback(graded, student).splitlines())
 
 
 pytestmark = pytest.mark.notebooks
