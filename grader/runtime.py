@@ -5,6 +5,7 @@ import logging
 import os
 import platform
 import random
+import sys
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -222,6 +223,10 @@ def setup(seed_value: int = 0, *, report: bool = True) -> Environment:
 
     seed(seed_value)
     quiet()
+    if "ipykernel" in sys.modules:  # a busy machine is said in a styled note, like a check's result
+        from .timing import show_busy_notes
+
+        show_busy_notes()
     optional.register()  # %%needs tvm: cells of the optional deployment paths skip cleanly without them
     env = environment()
     if report:

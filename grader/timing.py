@@ -47,6 +47,42 @@ class NoisyMeasurement(UserWarning):
     """A timing the machine's load made untrustworthy; the message says what was seen."""
 
 
+class BusyNote:
+    """A NoisyMeasurement as a notebook shows it: a styled note like a check's result, not a red stderr box
+    naming the cell's temporary file."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"busy machine: {self.message}"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return ('<div style="border-left:4px solid #c77c02;padding:2px 8px;margin:2px 0">'
+                f'<b style="color:#c77c02">busy machine</b>: {html.escape(self.message)}</div>')
+
+
+def show_busy_notes() -> None:
+    """In a Jupyter kernel, show each NoisyMeasurement as a ``BusyNote`` (warnings' filters still apply: a
+    check that ignores them shows nothing). Other warnings are shown as before."""
+    original = warnings.showwarning
+    if getattr(original, "busy_notes", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, NoisyMeasurement):
+            from IPython.display import display
+
+            display(BusyNote(str(message)))
+        else:
+            original(message, category, filename, lineno, file, line)
+
+    show.busy_notes = True
+    warnings.showwarning = show
+
+
 NOISY_SPREAD = 1.0  # IQR / median above which a median is not worth reporting without a warning
 # N threads this much slower than 1 thread, and by at least STALL_EXCESS seconds per call: a core is
 # taken and the team waits for it (a scheduler slice: tens of µs to ms). Smaller gaps happen on an idle
@@ -157,7 +193,8 @@ def margin(race: dict[str, Timing], *names: str, control: tuple[str, str] | None
 
 
 def verdict(speedup: float, margin: float) -> str:
-    """'faster' or 'slower' when a speed ratio (above 1: faster) lies beyond 1 ± ``margin``, else 'within noise'."""
+    """'faster' above 1 + ``margin``, 'slower' below 1 / (1 + ``margin``), else 'within noise' (a speed ratio:
+    above 1 is faster)."""
     return "faster" if speedup > 1 + margin else "slower" if speedup < 1 / (1 + margin) else "within noise"
 
 

@@ -119,3 +119,21 @@ def test_an_agreeing_race_runs_once_and_says_nothing(capsys):
     calls = []
     assert grader.rerace(lambda: calls.append(1) or "ok", lambda r: True) == "ok" and calls == [1]
     assert capsys.readouterr().out == ""
+
+
+def test_in_a_notebook_a_busy_machine_is_a_styled_note_not_a_stderr_box(monkeypatch):
+    shown = []
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # restored after the test
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    timing.show_busy_notes()
+    timing.show_busy_notes()  # once only: not wrapped twice
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = warnings.showwarning  # catch_warnings restores it; the hook is what it saved
+        warnings.warn(timing.NoisyMeasurement("this machine looks busy"))
+    assert len(shown) == 1 and isinstance(shown[0], timing.BusyNote)
+    assert "busy machine" in shown[0]._repr_html_() and repr(shown[0]) == "busy machine: this machine looks busy"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", timing.NoisyMeasurement)  # as a check does: nothing shown
+        warnings.warn(timing.NoisyMeasurement("ignored"))
+    assert len(shown) == 1

@@ -72,7 +72,8 @@ del test_starter_runs_and_scores_zero
 
 
 ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
-FORBIDDEN = (ADDRESS, re.compile(r"/tmp/|/home/|/root/"), re.compile(r"Warning:|Traceback"))
+FORBIDDEN = (ADDRESS, re.compile(r"/tmp/|/home/|/root/"), re.compile(r"Warning:|Traceback"),
+             re.compile(r"busy machine:"))  # a timing flagged busy (grader.timing.BusyNote): re-execute when quiet
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.number)
