@@ -90,6 +90,13 @@ class FullMarks(pytest.Item):
             assert status == "ok", f"the answers could not be saved from nbval's kernel: {status}"
             answers = transport.gather(store, names, Path(tmp, "answers.pkl"))
             results = check_answers(exercises, answers, env={"GRADER_HOME": str(Path(tmp, "home"))})
+            for _ in range(2):  # a timing the machine was too busy to judge is judged again, as a learner reruns it
+                busy = {r.id for r in results if r.status is Status.ERROR and "too busy" in r.message}
+                if not busy:
+                    break
+                again = {r.id: r for r in check_answers([e for e in exercises if e.id in busy], answers,
+                                                        env={"GRADER_HOME": str(Path(tmp, "home"))})}
+                results = [again.get(r.id, r) for r in results]
         assert [r.id for r in results] == [e.id for e in exercises]
         # Full marks, except where this environment lacks an optional package a check needs (another torch):
         # then that check says "skipped", and nothing else may.
