@@ -158,6 +158,8 @@ _KNOWN_WARNINGS = (
     # Inductor's advice when it compiles a float32 matmul for an Ampere+ GPU at precision "highest"; lesson 04
     # section 9 teaches TF32 and shows this warning on purpose (it records warnings with "always").
     (UserWarning, r"TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled"),
+    # torch 2.11's CUDA build warns on entering a one-cycle profile() (seen on an H100 in lessons 01 and 08).
+    (UserWarning, r"Warning: Profiler clears events at the end of each cycle"),
 )
 
 
