@@ -33,6 +33,11 @@ class CheckFailed(Exception):
         self.fraction = max(0.0, min(1.0, float(fraction)))
 
 
+class NotUnderstood(CheckFailed):
+    """The answer is not of the form the exercise asks for (a str for a number, a subclass of int that could
+    lie when compared, a tuple of the wrong length): scored 0 like a failure, but not recorded as a try."""
+
+
 class NotAttempted(Exception):
     pass
 
@@ -69,6 +74,8 @@ def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
         return result(Status.NOT_ATTEMPTED, message=str(e) or "the starter code is still in place")
     except Inconclusive as e:
         return result(Status.ERROR, message=f"{e}; your answer was not judged: close other programs and rerun the check")
+    except NotUnderstood as e:
+        return result(Status.NOT_UNDERSTOOD, message=e.message, measured=e.measured, expected=e.expected)
     except CheckFailed as e:
         return result(
             Status.FAILED,
@@ -158,8 +165,8 @@ def expect(condition: bool, message: str, *, measured: Any = None, expected: Any
 _SCALARS = (bool, int, float, str, type(None))
 
 
-def _refuse(name: str, wanted: str, value: Any) -> CheckFailed:
-    return CheckFailed(f"`{name}`: give {wanted}, got {_type_name(value)}", measured=_type_name(value), expected=wanted)
+def _refuse(name: str, wanted: str, value: Any) -> NotUnderstood:
+    return NotUnderstood(f"`{name}`: give {wanted}, got {_type_name(value)}", measured=_type_name(value), expected=wanted)
 
 
 def _type_name(value: Any) -> str:
@@ -280,7 +287,7 @@ def as_choice(name: str, value: Any, choices: Sequence[str]) -> str:
 
     matches = [choice for choice in choices if key(choice) == key(value)]
     if len(matches) != 1:
-        raise CheckFailed(f"`{name}`: answer one of {tuple(choices)}, not {value!r}")
+        raise NotUnderstood(f"`{name}`: answer one of {tuple(choices)}, not {value!r}")
     return matches[0]
 
 
@@ -304,7 +311,7 @@ def as_ints(name: str, value: Any, length: int | None = None) -> tuple[int, ...]
     if type(value) not in (tuple, list) or any(type(v) is not int for v in value):
         raise _refuse(name, "a tuple of plain ints", value)
     if length is not None and len(value) != length:
-        raise CheckFailed(f"`{name}` should hold {length} numbers, it holds {len(value)}")
+        raise NotUnderstood(f"`{name}` should hold {length} numbers, it holds {len(value)}")
     return tuple(value)
 
 
@@ -314,7 +321,7 @@ def as_tuple(name: str, value: Any, length: int) -> tuple:
         raise _refuse(name, f"a tuple of {length} items", value)
     items = tuple(value)
     if len(items) != length:
-        raise CheckFailed(f"`{name}` should be a tuple of {length} items, it has {len(items)}")
+        raise NotUnderstood(f"`{name}` should be a tuple of {length} items, it has {len(items)}")
     return items
 
 
@@ -395,7 +402,7 @@ def expect_type(name: str, value: Any, types: type | tuple[type, ...]) -> None:
         ok = isinstance(value, wanted_types)
     if not ok:
         wanted = " or ".join(t.__name__ for t in wanted_types)
-        raise CheckFailed(
+        raise NotUnderstood(
             f"`{name}` should be a plain {wanted}, but it is a {_type_name(value)}",
             measured=_type_name(value),
             expected=wanted,
@@ -404,7 +411,7 @@ def expect_type(name: str, value: Any, types: type | tuple[type, ...]) -> None:
 
 def expect_callable(name: str, value: Any) -> None:
     if not callable(value):
-        raise CheckFailed(f"`{name}` should be a function, but it is a {type(value).__name__}")
+        raise NotUnderstood(f"`{name}` should be a function, but it is a {type(value).__name__}")
 
 
 def first_line(e: BaseException, limit: int = 200) -> str:

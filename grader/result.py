@@ -12,6 +12,7 @@ from .markup import inline
 class Status(str, enum.Enum):
     PASSED = "passed"
     FAILED = "failed"
+    NOT_UNDERSTOOD = "not understood"  # an answer of the wrong form: the learner is told the form; no try recorded
     NOT_ATTEMPTED = "not attempted"
     ERROR = "error"
     TIMEOUT = "timeout"
@@ -25,6 +26,7 @@ _COLOURS = {
     Status.PASSED: "#1a7f37",
     Status.FAILED: "#cf222e",
     Status.NOT_ATTEMPTED: "#6e7781",
+    Status.NOT_UNDERSTOOD: "#8250df",
     Status.ERROR: "#9a6700",
     Status.TIMEOUT: "#9a6700",
     Status.SKIPPED: "#6e7781",

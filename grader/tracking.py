@@ -48,8 +48,12 @@ def load() -> dict[str, dict]:
 
 
 def record(result: Result) -> None:
-    """Keep the best result per exercise (a later failure does not erase an earlier pass)."""
+    """Keep the best result per exercise (a later failure does not erase an earlier pass). An answer that was
+    not understood is no try: nothing is recorded."""
     import threading
+
+    if result.status is Status.NOT_UNDERSTOOD:
+        return
 
     from filelock import FileLock, Timeout
 

@@ -34,7 +34,7 @@ def _check(exercise_id, *answers):
         result = grader.check(exercise_id, *answers)
         if not _inconclusive(result):
             break
-    assert result.status in (Status.PASSED, Status.FAILED) or _inconclusive(result), result
+    assert result.status in (Status.PASSED, Status.FAILED, Status.NOT_UNDERSTOOD) or _inconclusive(result), result
     return result
 
 
@@ -363,4 +363,4 @@ def test_bandwidth_reads_a_numpy_or_torch_number_and_refuses_a_lying_float():
         result = _check("01.bandwidth", answer)
         assert result.passed or _inconclusive(result), result
     liar = _check("01.bandwidth", lambda fn, x: LiarFloat(solution_01(fn, x) / 2))
-    assert not liar.passed and "plain float" in liar.message, liar
+    assert liar.status is Status.NOT_UNDERSTOOD and liar.points == 0 and "plain float" in liar.message, liar

@@ -37,13 +37,32 @@ def test_another_not_implemented_error_is_an_attempt_that_failed():
         assert r.status is Status.FAILED and says in r.message, r.message
 
 
-def test_learner_crash_and_wrong_type_are_clear_failures():
+def test_learner_crash_is_a_failure_and_a_wrong_type_is_not_understood():
     r = grader.check("00.warmup", lambda x, s, b: 1 / 0)
     assert r.status is Status.FAILED and "ZeroDivisionError" in r.message
     r = grader.check("00.warmup", 42)
-    assert r.status is Status.FAILED and "should be a function" in r.message
+    assert r.status is Status.NOT_UNDERSTOOD and r.points == 0 and "should be a function" in r.message
     r = grader.check("00.predict_shape", "8, 5, 3")
-    assert r.status is Status.FAILED and "tuple" in r.message
+    assert r.status is Status.NOT_UNDERSTOOD and "tuple" in r.message and r.expected  # the form it wants
+
+
+def test_an_answer_not_understood_is_not_recorded_as_a_try(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADER_HOME", str(tmp_path))
+
+    class Yes(int):  # a lying int is refused as not understood, never compared
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    for answer in ("8, 5, 3", (Yes(8), 5, 3), (8.0, 5, 3)):
+        r = grader.check("00.predict_shape", answer)
+        assert r.status is Status.NOT_UNDERSTOOD and r.points == 0, (answer, r)
+    assert not (tmp_path / "progress.json").exists()  # nothing recorded: no failed try
+    assert [row[4] for row in grader.progress("00").rows if row[1] == "00.predict_shape"] == ["not attempted"]
+    grader.check("00.predict_shape", (8, 3, 5))  # a real wrong answer is a try
+    assert [row[4] for row in grader.progress("00").rows if row[1] == "00.predict_shape"] == ["failed"]
+    assert "not understood" in r._repr_html_()
 
 
 def test_natural_answer_forms_are_read_as_meant():
@@ -55,7 +74,7 @@ def test_natural_answer_forms_are_read_as_meant():
         assert grader.check("00.predict_dtype", wrong).status is Status.FAILED, wrong
     for nonsense in ("tensor", "_C", "cuda", 32):
         r = grader.check("00.predict_dtype", nonsense)
-        assert r.status is Status.FAILED and "torch.dtype" in r.message, (nonsense, r.message)
+        assert r.status is Status.NOT_UNDERSTOOD and "torch.dtype" in r.message, (nonsense, r.message)
     from grader.checking import CheckFailed, as_choice
 
     choices = ("shape", "requires_grad", "python constant")

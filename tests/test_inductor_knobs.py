@@ -44,5 +44,5 @@ def test_non_bool_answers_are_refused_without_compiling(answers, monkeypatch):
 
     monkeypatch.setattr(lesson04, "freezing_follows", must_not_run)
     result = run(*answers)
-    assert result.status == Status.FAILED, result.message
+    assert result.status == Status.NOT_UNDERSTOOD and result.points == 0, result.message
     assert "bool" in result.message

@@ -212,4 +212,4 @@ def test_recompiles_wrong_is_half_credit_and_a_bare_int_is_refused(replay):
     result = replay(lambda d: {"graphs": summarize_trace(d)["graphs"], "recompiles": 0})
     assert result.status == Status.FAILED and result.points == READ_TRACE.points / 2, result.message
     result = replay(lambda d: summarize_trace(d)["graphs"])
-    assert result.status == Status.FAILED and "dict" in result.message, result.message
+    assert result.status == Status.NOT_UNDERSTOOD and "dict" in result.message, result.message

@@ -52,7 +52,7 @@ def test_the_lesson_map_links_every_lesson():
     assert all((ROOT / "notebooks" / notebook).exists() for _, notebook in linked)
 
 
-def test_the_result_statuses_are_the_six_named():
+def test_the_result_statuses_are_the_seven_named():
     stated = re.search(r"A result is \*\*(.+?)\*\* \(", README).group(0)
     named = re.findall(r"\*\*([a-z ]+)\*\*", README[README.index(stated):README.index("or **skipped**") + 15])
     assert named == [s.value for s in result.Status]

@@ -18,9 +18,11 @@ def passes(exercise_id: str, *answers) -> Result:
 
 
 def fails(exercise_id: str, *answers, says: tuple[str, ...] = ()) -> Result:
-    """FAILED, with each phrase of ``says`` in the message."""
+    """Refused, with each phrase of ``says`` in the message: FAILED, or NOT_UNDERSTOOD for an answer of the
+    wrong form (a lying subclass, a str for a number), which scores 0 too."""
     result = verdict(exercise_id, *answers)
-    assert result.status is Status.FAILED, result.message
+    assert result.status in (Status.FAILED, Status.NOT_UNDERSTOOD), result.message
+    assert result.status is Status.FAILED or result.points == 0, result
     assert all(phrase in result.message for phrase in says), result.message
     return result
 

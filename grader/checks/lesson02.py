@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .. import probes
-from ..checking import CheckFailed, as_int, as_ints, as_str, call, expect, expect_close, expect_callable, expect_prediction, expect_type
+from ..checking import CheckFailed, NotUnderstood, as_int, as_ints, as_str, call, expect, expect_close, expect_callable, expect_prediction, expect_type
 
 # The call sequence of exercise 02.predict_compiles: (shape, dtype) of the one argument, in order.
 CALLS = (
@@ -541,7 +541,7 @@ def epilogue_kernel_counts() -> dict[bool, list[str]]:
 def _kernel_count(name: str, value) -> int:
     """A predicted count as a plain int; the list ``kernels_in`` gives (kernel names) is refused by name."""
     if type(value) in (list, tuple) and len(value) and all(type(v) is str for v in value):
-        raise CheckFailed(f"`{name}`: give the number of kernels as a plain int (len() of your list of "
+        raise NotUnderstood(f"`{name}`: give the number of kernels as a plain int (len() of your list of "
                           f"{len(value)} names), not the names", measured=type(value).__name__, expected="a plain int")
     return as_int(name, value)
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .. import probes
-from ..checking import (CheckFailed, NotAttempted, as_str, as_tuple, call, expect, expect_callable, expect_close, is_stub,
+from ..checking import (CheckFailed, NotAttempted, NotUnderstood, as_str, as_tuple, call, expect, expect_callable, expect_close, is_stub,
                         expect_type, plain)
 
 
@@ -199,18 +199,18 @@ def as_small_tensor(name: str, value) -> torch.Tensor:
     if type(value) is not torch.Tensor:
         kind = type(value)
         shown = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-        raise CheckFailed(f"`{name}`: give a plain torch.Tensor (e.g. torch.tensor([...])), got {shown}",
+        raise NotUnderstood(f"`{name}`: give a plain torch.Tensor (e.g. torch.tensor([...])), got {shown}",
                           measured=shown, expected="torch.Tensor")
     if value.layout is not torch.strided or value.device.type == "meta":
-        raise CheckFailed(f"`{name}`: give an ordinary dense tensor, got layout {value.layout} on {value.device}")
+        raise NotUnderstood(f"`{name}`: give an ordinary dense tensor, got layout {value.layout} on {value.device}")
     if not value.is_floating_point():
-        raise CheckFailed(f"`{name}`: give a floating-point tensor (e.g. torch.tensor([0.5, -2.0])), got dtype {value.dtype}",
+        raise NotUnderstood(f"`{name}`: give a floating-point tensor (e.g. torch.tensor([0.5, -2.0])), got dtype {value.dtype}",
                           measured=str(value.dtype), expected="a floating dtype")
     if value.dtype not in FLOAT_DTYPES:
-        raise CheckFailed(f"`{name}`: give a float32 tensor (float64, float16 and bfloat16 do too), got dtype "
+        raise NotUnderstood(f"`{name}`: give a float32 tensor (float64, float16 and bfloat16 do too), got dtype "
                           f"{value.dtype}", measured=str(value.dtype), expected="torch.float32")
     if value.dim() != 1 or not 1 <= value.numel() <= MAX_ELEMENTS:
-        raise CheckFailed(f"`{name}`: give a 1-D tensor of 1 to {MAX_ELEMENTS} elements, got shape {tuple(value.shape)}",
+        raise NotUnderstood(f"`{name}`: give a 1-D tensor of 1 to {MAX_ELEMENTS} elements, got shape {tuple(value.shape)}",
                           measured=tuple(value.shape), expected=f"(n,) with 1 <= n <= {MAX_ELEMENTS}")
     value = value.detach().to("cpu").clone()
     if not bool(torch.isfinite(value).all()):

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from .. import int8, probes, runtime
-from ..checking import CheckFailed, as_ints, as_tuple, call, expect, expect_callable, expect_close, first_line
+from ..checking import CheckFailed, NotUnderstood, as_ints, as_tuple, call, expect, expect_callable, expect_close, first_line
 
 FEATURES = 10
 
@@ -309,7 +309,7 @@ def _dtype_name(value) -> str | None:
             return np.dtype(value).name
         except TypeError:
             return None
-    raise CheckFailed(f"give the dtype as a plain str such as 'float32', not a {type(value).__name__}")
+    raise NotUnderstood(f"give the dtype as a plain str such as 'float32', not a {type(value).__name__}")
 
 
 def predict_ort_output(predicted):
