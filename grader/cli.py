@@ -96,7 +96,7 @@ def cmd_grade(args) -> int:
     grading.write_csv(batch, Path(args.out))
     grading.write_totals(batch, grading.totals_path(Path(args.out)))
     if args.feedback:
-        grading.write_feedback(batch, Path(args.feedback))
+        grading.write_feedback(batch, Path(args.feedback), args.before_due, args.course_url)
     if args.json:
         if batch.warning:
             print(batch.warning, file=sys.stderr)
@@ -107,7 +107,8 @@ def cmd_grade(args) -> int:
     else:
         print(grading.summary(batch))
         print(f"wrote {args.out}, {grading.totals_path(Path(args.out))}"
-              + (f" and feedback in {args.feedback.rstrip('/')}/" if args.feedback else ""))
+              + (f" and feedback in {args.feedback.rstrip('/')}/ (to send before the due date: {args.before_due}; "
+                 f"everything: {args.feedback.rstrip('/')}/{grading.AFTER_DUE}/)" if args.feedback else ""))
     return 130 if batch.interrupted else 0
 
 
@@ -117,7 +118,8 @@ def cmd_gradescope(args) -> int:
     lessons = [n.strip().zfill(2) for n in args.lessons.split(",") if n.strip()]
     try:
         out = gradescope.bundle(lessons, Path(args.out), jobs=args.jobs, notebook_timeout=args.timeout,
-                                cell_timeout=args.cell_timeout, memory_mb=args.memory_mb)
+                                cell_timeout=args.cell_timeout, memory_mb=args.memory_mb,
+                                before_due=args.before_due, course_url=args.course_url)
     except ValueError as e:
         print(f"gradescope: {e}", file=sys.stderr)
         return 2
@@ -149,6 +151,16 @@ def cmd_doctor(args) -> int:
 
     print(report())
     return 0
+
+
+def add_feedback_arguments(s) -> None:
+    from .grading import BEFORE_DUE
+
+    s.add_argument("--before-due", choices=tuple(BEFORE_DUE), default="full",
+                   help="what students see before the due date (after it, everything): "
+                        + "; ".join(f"{k}: {v}" for k, v in BEFORE_DUE.items()))
+    s.add_argument("--course-url", help="where students read the course notebooks (a URL): feedback then links "
+                                        "each lesson section there; without it, it names them in plain text")
 
 
 def add_sandbox_argument(s: argparse.ArgumentParser) -> None:
@@ -187,6 +199,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--feedback", help="folder for one Markdown feedback file per student")
     s.add_argument("--keep-executed", metavar="DIR", help="keep each executed notebook, outputs included, as DIR/<student>/<notebook>")
     s.add_argument("--json", action="store_true", help="print the reports as JSON instead of a summary")
+    add_feedback_arguments(s)
     add_sandbox_argument(s)
     s.set_defaults(fn=cmd_grade)
 
@@ -197,6 +210,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, default=1200, help="seconds for a whole notebook")
     s.add_argument("--cell-timeout", type=float, default=300, help="seconds for one cell")
     s.add_argument("--memory-mb", type=int, default=6144, help="memory limit in MB per kernel and check process (0: none)")
+    add_feedback_arguments(s)
     s.set_defaults(fn=cmd_gradescope)
 
     from . import drills

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -72,7 +73,7 @@ ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PY="${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
 export AUTOGRADER_ROOT="$ROOT" JUPYTER_PREFER_ENV_PATH=1 PYTHONWARNINGS=ignore::DeprecationWarning
 cd "$ROOT/source"
-exec "$PY" -m grader.gradescope --lessons {lessons} --jobs {jobs} --timeout {timeout:g} --cell-timeout {cell_timeout:g} --memory-mb {memory_mb}
+exec "$PY" -m grader.gradescope --lessons {lessons} --jobs {jobs} --timeout {timeout:g} --cell-timeout {cell_timeout:g} --memory-mb {memory_mb} --before-due {before_due}{course_url}
 """
 
 
@@ -98,14 +99,19 @@ def _check_lessons(lessons: list[str]) -> None:
 
 
 def bundle(lessons: list[str], out: Path, *, jobs: int = 1, notebook_timeout: float = pipeline.NOTEBOOK_TIMEOUT,
-           cell_timeout: float = pipeline.CELL_TIMEOUT, memory_mb: int = pipeline.MEMORY_MB) -> Path:
-    """Write the autograder zip for ``lessons``: setup.sh and run_autograder at its root, with the grader."""
+           cell_timeout: float = pipeline.CELL_TIMEOUT, memory_mb: int = pipeline.MEMORY_MB,
+           before_due: str = "full", course_url: str | None = None) -> Path:
+    """Write the autograder zip for ``lessons``: setup.sh and run_autograder at its root, with the grader.
+    ``before_due`` and ``course_url`` say what feedback students see before the due date (``results``)."""
     _check_lessons(lessons)
+    if before_due not in grading.BEFORE_DUE:
+        raise ValueError(f"before_due {before_due!r}: one of {', '.join(grading.BEFORE_DUE)}")
     torch = pinned_torch()
     scripts = {
         "setup.sh": SETUP.format(torch=torch, cpu_index=CPU_INDEX, extras=extras(lessons)),
         "run_autograder": RUN.format(lessons=",".join(lessons), jobs=max(1, jobs), timeout=notebook_timeout,
-                                     cell_timeout=cell_timeout, memory_mb=memory_mb),
+                                     cell_timeout=cell_timeout, memory_mb=memory_mb, before_due=before_due,
+                                     course_url=f" --course-url {shlex.quote(course_url)}" if course_url else ""),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
@@ -139,8 +145,14 @@ def find_notebooks(submission: Path, lessons: list[str]) -> dict[str, Path]:
     return found
 
 
-def results(batch: grading.Batch, found: dict[str, Path], submission: Path) -> dict:
-    """Gradescope's results.json for one student's batch: a test per exercise, the summary as output."""
+def results(batch: grading.Batch, found: dict[str, Path], submission: Path, before_due: str = "full",
+            course_url: str | None = None) -> dict:
+    """Gradescope's results.json for one student's batch: a test per exercise, the summary as output. What the
+    student sees before the due date follows ``before_due`` (grading.BEFORE_DUE): with "full" or "score", an
+    exercise whose feedback holds more than that also gets a 0-point test with all of it, shown after the due
+    date; with "nothing", every test, the score and the summary wait for the due date."""
+    if before_due not in grading.BEFORE_DUE:
+        raise ValueError(f"before_due {before_due!r}: one of {', '.join(grading.BEFORE_DUE)}")
     tests, summary = [], []
     for sub in batch.submissions:
         rows = sub.results()
@@ -148,30 +160,33 @@ def results(batch: grading.Batch, found: dict[str, Path], submission: Path) -> d
         lesson = sub.lesson
         where = (f"`{found[lesson.number].relative_to(submission)}`" if lesson.number in found
                  else f"not found: upload `{lesson.notebook}` under that name")
-        summary.append(f"- **{lesson.number} · {lesson.title}**: {got:g} / {most:g} points ({where})")
-        if sub.report is not None:
+        summary.append(f"- **{lesson.number} · {lesson.title}**: "
+                       + (f"{got:g} / {most:g} points ({where})" if before_due != "nothing" else where))
+        if sub.report is not None and before_due != "score":
             summary += [f"  - while running it: {p}" for p in sub.report.problems]
         for r in rows:
             ex = registry.get(r.id)
-            feedback = grading.exercise_feedback(r, notebooks=None)
-            section = grading.sections(ex.lesson).get(ex.id)
-            if section and r.status is not Status.PASSED:
-                feedback.append(f"Lesson section: {lesson.notebook} § {section[0]}")
-            tests.append({
-                "name": f"{r.id}: {ex.title}",
-                "score": r.points,
-                "max_score": r.max_points,
-                "status": "passed" if r.status is Status.PASSED else "failed",
-                "output": "\n".join([f"**{r.status.value}** ({r.points:g}/{r.max_points:g})", "",
-                                     *feedback]).strip(),
-                "output_format": "md",
-                "visibility": "visible",
-            })
+            status = "passed" if r.status is Status.PASSED else "failed"
+            head = [f"**{r.status.value}** ({r.points:g}/{r.max_points:g})", ""]
+            everything = "\n".join(head + grading.exercise_feedback(r, "everything", course_url)).strip()
+            now = (everything if before_due == "nothing"
+                   else "\n".join(head + grading.exercise_feedback(r, before_due, course_url)).strip())
+            tests.append({"name": f"{r.id}: {ex.title}", "score": r.points, "max_score": r.max_points,
+                          "status": status, "output": now, "output_format": "md",
+                          "visibility": "after_due_date" if before_due == "nothing" else "visible"})
+            if now != everything:
+                tests.append({"name": f"{r.id}: {ex.title} (all feedback)", "score": 0, "max_score": 0,
+                              "output": everything, "output_format": "md", "visibility": "after_due_date"})
     score = round(sum(t["score"] for t in tests), 2)
     total = sum(t["max_score"] for t in tests)
-    head = f"**{score:g} / {total:g} points.** Your notebooks ran in a fresh kernel; the checks ran again, separately."
-    return {"score": score, "execution_time": round(batch.seconds), "output": "\n".join([head, "", *summary]),
+    head = (f"**{score:g} / {total:g} points.** Your notebooks ran in a fresh kernel; the checks ran again, separately."
+            if before_due != "nothing" else
+            "Your notebooks ran in a fresh kernel and were graded; your results are shown after the due date.")
+    data = {"score": score, "execution_time": round(batch.seconds), "output": "\n".join([head, "", *summary]),
             "output_format": "md", "stdout_visibility": "hidden", "tests": tests}
+    if before_due == "nothing":
+        data["visibility"] = "after_due_date"
+    return data
 
 
 def failed_run(lessons: list[str], problem: str, seconds: float) -> dict:
@@ -184,7 +199,8 @@ def failed_run(lessons: list[str], problem: str, seconds: float) -> dict:
             "output_format": "md", "stdout_visibility": "hidden", "tests": tests}
 
 
-def grade_submission(root: Path, lessons: list[str], *, jobs: int = 1, **limits) -> dict:
+def grade_submission(root: Path, lessons: list[str], *, jobs: int = 1, before_due: str = "full",
+                     course_url: str | None = None, **limits) -> dict:
     """Grade ``root/submission`` as one student and return results.json's content."""
     submission = root / "submission"
     found = find_notebooks(submission, lessons) if submission.is_dir() else {}
@@ -194,7 +210,7 @@ def grade_submission(root: Path, lessons: list[str], *, jobs: int = 1, **limits)
         for path in found.values():  # each notebook runs in this folder, as a graded notebook does locally
             shutil.copyfile(path, student / path.name)
         batch = grading.grade(student.parent, jobs=jobs, lessons=lessons, show_progress=False, **limits)
-    return results(batch, found, submission)
+    return results(batch, found, submission, before_due, course_url)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=pipeline.NOTEBOOK_TIMEOUT)
     p.add_argument("--cell-timeout", type=float, default=pipeline.CELL_TIMEOUT)
     p.add_argument("--memory-mb", type=int, default=pipeline.MEMORY_MB)
+    p.add_argument("--before-due", choices=tuple(grading.BEFORE_DUE), default="full")
+    p.add_argument("--course-url")
     args = p.parse_args(argv)
     lessons = [n.strip().zfill(2) for n in args.lessons.split(",") if n.strip()]
     _check_lessons(lessons)
@@ -211,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         data = grade_submission(root, lessons, jobs=args.jobs, notebook_timeout=args.timeout,
-                                cell_timeout=args.cell_timeout, memory_mb=args.memory_mb or None)
+                                cell_timeout=args.cell_timeout, memory_mb=args.memory_mb or None,
+                                before_due=args.before_due, course_url=args.course_url)
     except Exception as e:  # a results.json is owed whatever happens
         data = failed_run(lessons, f"{type(e).__name__}: {e}"[:300], time.monotonic() - started)
     out = root / "results" / "results.json"

@@ -242,34 +242,57 @@ def anchor(heading: str) -> str:
     return quote(heading.replace(" ", "-"), safe="-._~,:")
 
 
-def section_link(exercise_id: str, notebooks: str = "../notebooks/") -> str | None:
-    """Markdown naming and linking the lesson section an exercise is in, and the exercise itself."""
+# What students see before the due date; after it, everything ("everything" is also the instructor's level).
+BEFORE_DUE = {
+    "full": "each exercise's message, your value and the expected one, the hint and the lesson section; a prediction "
+            "that missed keeps torch's answer back until the due date",
+    "score": "each exercise's status and points only",
+    "nothing": "nothing: everything after the due date",
+}
+
+
+def section_ref(exercise_id: str, course_url: str | None = None) -> str | None:
+    """Markdown naming the lesson section an exercise is in, and the exercise itself: plain text that reads the
+    same wherever the file is sent, or links into the course at ``course_url`` (where it is published)."""
     ex = registry.get(exercise_id)
     found = sections(ex.lesson).get(ex.id)
     if found is None:
         return None
     notebook = registry.lessons()[ex.lesson].notebook
     section, heading = found
-    link = f"{notebooks}{notebook}"
-    text = f"Lesson section: [{notebook} § {section}]({link}#{anchor(section)})"
-    return text + (f", exercise: [{heading}]({link}#{anchor(heading)})" if heading != section else "")
+
+    def name(text: str) -> str:
+        return f"[{text}]({course_url.rstrip('/')}/{notebook}#{anchor(text)})" if course_url else f"“{text}”"
+
+    where = f"[{notebook}]({course_url.rstrip('/')}/{notebook})" if course_url else notebook
+    return f"Lesson section: {where} § {name(section)}" + (f", exercise: {name(heading)}" if heading != section else "")
 
 
-def exercise_feedback(r: Result, notebooks: str | None = "../notebooks/") -> list[str]:
-    """Markdown lines for one exercise's result: the message, measured and expected, and when it did
-    not pass, the hint and (with ``notebooks``, the path from the reader to the course notebooks) the
-    lesson section to read again."""
+def exercise_feedback(r: Result, level: str = "everything", course_url: str | None = None) -> list[str]:
+    """Markdown lines for one exercise's result below its heading (which carries status and points), at a level
+    of BEFORE_DUE or "everything": the message, yours and expected, and when it did not pass the hint and the
+    lesson section to read again. At "full" a prediction that missed shows the learner's value but not torch's."""
+    if level == "score":
+        return []
+    if level not in ("full", "everything"):
+        raise ValueError(f"feedback level {level!r}: one of {', '.join(BEFORE_DUE)} or everything")
     ex = registry.get(r.id)
     lines = []
-    if r.message:
-        lines += [r.message, ""]
-    if r.measured is not None or r.expected is not None:
-        lines += [f"- {label}: `{value}`" for label, value in zip(Result.LABELS, (r.measured, r.expected))] + [""]
+    if level == "full" and ex.kind == "predict" and r.status is Status.FAILED:
+        lines += ["torch's answer is shown after the due date.", ""]
+        if r.measured is not None:
+            lines += [f"- {Result.LABELS[0]}: `{r.measured}`", ""]
+    else:
+        if r.message:
+            lines += [r.message, ""]
+        if r.measured is not None or r.expected is not None:
+            lines += [f"- {label}: `{value}`" for label, value in zip(Result.LABELS, (r.measured, r.expected))
+                      if value is not None] + [""]
     if r.status is not Status.PASSED:
         lines += [f"Hint: {ex.hint}", ""]
-        link = section_link(r.id, notebooks) if notebooks is not None else None
-        if link:
-            lines += [link, ""]
+        ref = section_ref(r.id, course_url)
+        if ref:
+            lines += [ref, ""]
     return lines
 
 
@@ -277,29 +300,37 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "student"
 
 
-def write_feedback(batch: Batch, folder: Path, notebooks: str = "../notebooks/") -> list[Path]:
-    """One Markdown file per student: per exercise, what was measured, what was expected, the hint, and
-    for one not passed a link to its lesson section (``notebooks``: the course notebooks, from ``folder``)."""
-    folder.mkdir(parents=True, exist_ok=True)
+AFTER_DUE = "after-due"  # write_feedback's subfolder of the complete feedback
+
+
+def write_feedback(batch: Batch, folder: Path, before_due: str = "full", course_url: str | None = None) -> list[Path]:
+    """One Markdown file per student in ``folder`` with what they may see before the due date (``before_due``, a key
+    of BEFORE_DUE; none for "nothing"), and in ``folder/after-due/`` the complete one: per exercise, what was
+    measured, what was expected, the hint and, for one not passed, its lesson section."""
+    if before_due not in BEFORE_DUE:
+        raise ValueError(f"before_due {before_due!r}: one of {', '.join(BEFORE_DUE)}")
     written = []
     totals = batch.totals()
-    for student in dict.fromkeys(s.student for s in batch.submissions):
-        got, most = totals[student]
-        lines = [f"# Feedback for {student}", "", f"**Total: {got:g} / {most:g} points**", ""]
-        for sub in (s for s in batch.submissions if s.student == student):
-            results = sub.results()
-            score = sum(r.points for r in results)
-            lines += [f"## {sub.lesson.number} · {sub.lesson.title} ({sub.lesson.notebook}): "
-                      f"{score:g} / {sum(r.max_points for r in results):g}", ""]
-            if sub.report and sub.report.problems:
-                lines += ["While running your notebook:", ""] + [f"- {p}" for p in sub.report.problems] + [""]
-            for r in results:
-                ex = registry.get(r.id)
-                lines += [f"### {r.id}: {ex.title}: {r.status.value} ({r.points:g}/{r.max_points:g})", ""]
-                lines += exercise_feedback(r, notebooks)
-        path = folder / f"{_safe(student)}.md"
-        path.write_text("\n".join(lines))
-        written.append(path)
+    levels = ([(folder, before_due)] if before_due != "nothing" else []) + [(folder / AFTER_DUE, "everything")]
+    for where, level in levels:
+        where.mkdir(parents=True, exist_ok=True)
+        for student in dict.fromkeys(s.student for s in batch.submissions):
+            got, most = totals[student]
+            lines = [f"# Feedback for {student}", "", f"**Total: {got:g} / {most:g} points**", ""]
+            for sub in (s for s in batch.submissions if s.student == student):
+                results = sub.results()
+                score = sum(r.points for r in results)
+                lines += [f"## {sub.lesson.number} · {sub.lesson.title} ({sub.lesson.notebook}): "
+                          f"{score:g} / {sum(r.max_points for r in results):g}", ""]
+                if level != "score" and sub.report and sub.report.problems:
+                    lines += ["While running your notebook:", ""] + [f"- {p}" for p in sub.report.problems] + [""]
+                for r in results:
+                    ex = registry.get(r.id)
+                    lines += [f"### {r.id}: {ex.title}: {r.status.value} ({r.points:g}/{r.max_points:g})", ""]
+                    lines += exercise_feedback(r, level, course_url)
+            path = where / f"{_safe(student)}.md"
+            path.write_text("\n".join(lines))
+            written.append(path)
     return written
 
 

@@ -229,7 +229,8 @@ def test_csv_and_feedback_files(batch, tmp_path):
         rows = list(csv.DictReader(f))
     assert tuple(rows[0]) == grading.COLUMNS and len(rows) == 13 * len(IDS)
     files = grading.write_feedback(result, tmp_path / "feedback")
-    assert len(files) == 13
+    assert len(files) == 2 * 13  # what to send before the due date, and everything, in feedback/after-due/
+    assert len(list((tmp_path / "feedback" / grading.AFTER_DUE).glob("*.md"))) == 13
     text = (tmp_path / "feedback" / "starter.md").read_text()
     assert "Hint:" in text and "00.warmup" in text and "0 / 3" in text
 
@@ -262,9 +263,10 @@ def test_totals_csv_lists_every_requested_lesson_handed_in_or_not(tmp_path):
 
 def test_feedback_links_each_exercise_not_passed_to_its_lesson_section(batch, tmp_path):
     _, result, _, _ = batch
-    grading.write_feedback(result, tmp_path / "feedback")
+    url = "https://example.org/course/notebooks"
+    grading.write_feedback(result, tmp_path / "feedback", course_url=url)
     starter = (tmp_path / "feedback" / "starter.md").read_text()
-    links = re.findall(r"\[([^]]+)\]\(\.\./notebooks/([^)#]+)#([^)]+)\)", starter)
+    links = re.findall(r"\[([^]]+)\]\(https://example\.org/course/notebooks/([^)#]+)#([^)]+)\)", starter)
     assert len(links) == 2 * len(IDS)  # the section, and the exercise's own heading, per exercise
     headings = {line.lstrip("#").strip() for cell in nbformat.read(str(NOTEBOOKS / LESSON.notebook), as_version=4).cells
                 if cell.cell_type == "markdown" for line in cell.source.splitlines() if line.startswith("#")}
@@ -273,7 +275,7 @@ def test_feedback_links_each_exercise_not_passed_to_its_lesson_section(batch, tm
         assert unquote(anchor).replace("-", " ") in {h.replace("-", " ") for h in headings}, anchor
     for exercise_id in IDS:
         assert f"exercise: [Exercise {exercise_id} " in starter
-    assert "Lesson section: [00_setup.ipynb § 3 · Exercises](../notebooks/00_setup.ipynb#3-%C2%B7-Exercises)" in starter
+    assert f"Lesson section: [00_setup.ipynb]({url}/00_setup.ipynb) § [3 · Exercises]({url}/00_setup.ipynb#3-%C2%B7-Exercises)" in starter
     assert "Lesson section" not in (tmp_path / "feedback" / "honest.md").read_text()  # passed: no link
     assert (tmp_path / "feedback" / "writes_grader.md").read_text().count("Lesson section") == 1
 
