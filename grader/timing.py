@@ -11,6 +11,7 @@ in alternating rounds of ``benchmark``. ``timeline`` times calls one by one
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 import warnings
@@ -116,14 +117,17 @@ def _flag(timing: Timing, note: str, report: bool = True, stacklevel: int = 3) -
     """``timing`` with ``note``; when ``report``, also recorded for figures and warned about once."""
     if not report:
         return replace(timing, note=note)
-    _notes.append(note)
-    # One fixed message, so Python shows it once per calling line however many timings it flags;
-    # the details are in each Timing's note.
-    warnings.warn(NoisyMeasurement(
-        "grader.benchmark: this machine looks busy (another program is using the CPU), so these timings "
-        "are not trustworthy; close other programs and rerun the cell. Each flagged Timing's .note says why."),
-        stacklevel=stacklevel)  # the learner's line that called benchmark / interleaved
+    _report_busy(note, "grader.benchmark: this machine looks busy (another program is using the CPU), so these "
+                 "timings are not trustworthy; close other programs and rerun the cell. Each flagged Timing's .note "
+                 "says why.", stacklevel)
     return replace(timing, note=note)
+
+
+def _report_busy(note: str, message: str, stacklevel: int) -> None:
+    """Record ``note`` for the next figure's stamp and warn with ``message``: one fixed message, so Python shows
+    it once per calling line however many measurements it flags. ``stacklevel`` counts from the caller."""
+    _notes.append(note)
+    warnings.warn(NoisyMeasurement(message), stacklevel=stacklevel + 1)  # the learner's line that measured
 
 
 def benchmark(fn: Callable, *args: Any, warmup: int = 3, min_run_time: float = 0.2, **kwargs: Any) -> Timing:
@@ -215,15 +219,45 @@ def rerace(race: Callable[[], Any], agrees: Callable[[Any], bool], tries: int = 
     return result
 
 
+# A timeline's call whose threads waited for a CPU this share of its time, and this long, was slowed by another
+# program: on an idle machine the threads wait for tens of µs (the kernel's own housekeeping).
+BUSY_WAIT_SHARE = 0.25
+BUSY_WAIT_MIN = 0.5e-3
+
+
+def run_queue_wait() -> float | None:
+    """Seconds this process's threads have spent runnable but waiting for a CPU (Linux's schedstat), summed
+    over its live threads; None where the OS does not say (macOS, Windows)."""
+    try:
+        total = 0
+        for task in os.scandir("/proc/self/task"):
+            with open(f"/proc/self/task/{task.name}/schedstat") as f:
+                total += int(f.read().split()[1])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def timeline(fn: Callable, inputs: Iterable[Sequence[Any]]) -> list[float]:
-    """Seconds taken by each call ``fn(*args)`` for ``args`` in ``inputs``, in order, no warm-up."""
+    """Seconds taken by each call ``fn(*args)`` for ``args`` in ``inputs``, in order, no warm-up. A call during
+    which the process's threads waited for a CPU (another program had it) for over ``BUSY_WAIT_SHARE`` of its
+    time is flagged like a busy benchmark: a NoisyMeasurement, and the stamp on the next figure."""
     times = []
     for args in inputs:
         synchronize()
+        waited = run_queue_wait()
         start = time.perf_counter()
         fn(*args)
         synchronize()
         times.append(time.perf_counter() - start)
+        after = run_queue_wait()
+        if waited is not None and after is not None:
+            waited = after - waited
+            if waited > BUSY_WAIT_MIN and waited > BUSY_WAIT_SHARE * times[-1]:
+                _report_busy(f"call {len(times)} of a timeline took {format_seconds(times[-1])}, of which its "
+                             f"threads waited {format_seconds(waited)} for a CPU another program held",
+                             "grader.timeline: this machine looks busy (another program is using the CPU), so "
+                             "these times are not trustworthy; close other programs and rerun the cell.", 2)
     return times
 
 

@@ -137,3 +137,46 @@ def test_in_a_notebook_a_busy_machine_is_a_styled_note_not_a_stderr_box(monkeypa
         warnings.simplefilter("ignore", timing.NoisyMeasurement)  # as a check does: nothing shown
         warnings.warn(timing.NoisyMeasurement("ignored"))
     assert len(shown) == 1
+
+
+def test_a_timeline_call_that_waited_for_a_cpu_is_flagged_and_stamps_the_figure(monkeypatch):
+    """grader.timeline reads how long the process's threads waited for a CPU during each call: here a fake
+    clock says call 2 waited 8 of its ~10 ms, call 1 nothing."""
+    waits = iter([0.0, 0.0, 0.0, 8e-3])
+    monkeypatch.setattr(timing, "run_queue_wait", lambda: next(waits))
+    grader.figure("marks the notes so far as shown", "x", "y")
+    with pytest.warns(timing.NoisyMeasurement, match="grader.timeline: this machine looks busy") as caught:
+        times = grader.timeline(lambda: time.sleep(0.01), [(), ()])
+    assert len(times) == 2 and caught[0].filename == __file__  # the learner's line, not grader's
+    assert timing.notes_since(0)[-1].startswith("call 2 of a timeline took")
+    fig, _ = grader.figure("after a busy timeline", "x", "y")
+    assert "busy machine (1 timing(s) flagged)" in drawn_note(fig)
+
+
+def test_a_timeline_on_an_os_that_does_not_say_is_not_flagged(monkeypatch):
+    monkeypatch.setattr(timing, "run_queue_wait", lambda: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", timing.NoisyMeasurement)
+        assert len(grader.timeline(lambda: None, [(), ()])) == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="schedstat is Linux's")
+def test_a_timeline_beside_cpu_hogs_is_flagged():
+    """Real contention: as many busy processes as cores, plus two, beside a 50 ms pure-Python call."""
+    import os
+
+    def spin():
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:
+            pass
+
+    assert timing.run_queue_wait() is not None
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 2) + 2)]
+    try:
+        time.sleep(0.3)
+        with pytest.warns(timing.NoisyMeasurement, match="grader.timeline"):
+            grader.timeline(spin, [()] * 5)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
