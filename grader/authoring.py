@@ -32,6 +32,9 @@ STUB_ERROR = f'raise NotImplementedError("{STUB_MESSAGE}")'
 KEEP_CELL_METADATA = ("tags",)
 # Output comparison only makes sense where outputs are kept: starters drop this nbval tag.
 SOLUTION_ONLY_TAGS = ("nbval-check-output",)
+# A code cell tagged "claim" asserts the course's claims about the teaching cell above it (its ✓ lines): the
+# learner's copy shows its input collapsed (JupyterLab's jupyter.source_hidden), and it still runs.
+CLAIM_TAG = "claim"
 
 
 class BuildError(ValueError):
@@ -139,6 +142,10 @@ def starter(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
             new.metadata.tags = tags
         else:
             new.metadata.pop("tags", None)
+        if CLAIM_TAG in tags:
+            if cell.cell_type != "code":
+                raise BuildError(f"{name}, cell {index}: only a code cell can be a claim cell")
+            new.metadata.jupyter = nbformat.NotebookNode(source_hidden=True)
         if cell.cell_type == "code":
             new.source = strip_solutions(cell.source, f"{name}, cell {index}")
             new.outputs = []

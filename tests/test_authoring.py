@@ -93,3 +93,27 @@ def test_saving_a_course_notebook_as_jupyter_does_changes_nothing(tmp_path):
         saved = tmp_path / path.name
         nbformat.write(nbformat.read(str(path), as_version=nbformat.NO_CONVERT), str(saved))
         assert saved.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), path.name
+
+
+def test_a_claim_cell_is_collapsed_in_the_learners_copy_and_still_runs():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("x = 2 + 2"),
+        nbformat.v4.new_code_cell('grader.claim("00.sum", x == 4)', metadata={"tags": ["claim"]}),
+    ])
+    teaching, claim = starter(nb, "00_x.ipynb").cells[1:]
+    assert claim.metadata.jupyter == {"source_hidden": True} and claim.metadata.tags == ["claim"]
+    assert claim.source == 'grader.claim("00.sum", x == 4)'  # collapsed, not removed: it runs
+    assert "jupyter" not in teaching.metadata
+    nb.cells.append(nbformat.v4.new_markdown_cell("text", metadata={"tags": ["claim"]}))
+    with pytest.raises(BuildError, match="only a code cell can be a claim cell"):
+        starter(nb, "00_x.ipynb")
+
+
+def test_the_course_has_claim_cells_and_each_asserts_a_claim():
+    from grader.authoring import NOTEBOOKS
+
+    found = [(path.name, cell) for path in sorted(NOTEBOOKS.glob("*.ipynb"))
+             for cell in nbformat.read(str(path), as_version=4).cells if "claim" in cell.metadata.get("tags", [])]
+    assert found, "no claim cell in the course"
+    for name, cell in found:
+        assert cell.metadata.jupyter.source_hidden is True and "grader.claim(" in cell.source, name

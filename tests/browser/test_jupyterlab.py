@@ -1,9 +1,12 @@
 """The course as a learner meets it: JupyterLab in a real browser (headless Chromium driven by Playwright).
 
-``make test-browser`` runs this file (``make test`` leaves it out). For lessons 00, 01, 04 and 09 it opens
-the starter notebook, runs every cell from the Run menu, and asserts what nbval and nbclient cannot see:
+``make test-browser`` runs this file (``make test`` leaves it out). The server is laid out as ``make lab`` leaves a
+checkout: ``notebooks/`` as git brings it and the learner's own copies in ``work/`` (``grader work``), which is
+what it opens. For lessons 00, 01, 04 and 09 it opens the learner's copy, runs every cell from the Run menu,
+and asserts what nbval and nbclient cannot see:
 no error outputs and no "Error displaying widget", check results rendered as HTML, 01's plots drawn as
-images, 04's batch-size slider answering a move, and 09's quiz answering a click; and no JavaScript
+images, 04's batch-size slider answering a move, 09's quiz answering a click, 00's claim cell collapsed and
+run, and saving that writes the learner's copy, not ``notebooks/``; and no JavaScript
 errors in the console. A failing notebook leaves a full-page screenshot in ``$BROWSER_ARTIFACTS``
 (default ``browser-artifacts/``).
 
@@ -43,11 +46,15 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A JupyterLab server on a free loopback port with a token, serving a copy of the starter notebooks,
-    with its settings, workspaces and the learner's progress file in a throwaway folder."""
+    """A JupyterLab server on a free loopback port with a token, serving a course folder as ``make lab`` leaves
+    one (``notebooks/`` and the learner's ``work/``), with its settings, workspaces and the learner's progress
+    file in a throwaway folder."""
+    from grader import workspace
+
     home = tmp_path_factory.mktemp("lab")
     course = home / "course"
-    shutil.copytree(ROOT / "notebooks", course)
+    shutil.copytree(ROOT / "notebooks", course / "notebooks")
+    workspace.sync(work=course / "work", notebooks=course / "notebooks")
     settings = home / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     # Render every cell (no windowing), so the page holds every output to assert on.
@@ -74,7 +81,7 @@ def lab(tmp_path_factory):
                 raise RuntimeError("JupyterLab did not start:\n" + (home / "lab.log").read_text()[-3000:])
             time.sleep(0.5)
     try:
-        yield base, token
+        yield base, token, course
     finally:
         server.terminate()
         try:
@@ -98,14 +105,14 @@ class Notebook:
     """One starter notebook open in JupyterLab, run from the Run menu."""
 
     def __init__(self, browser, lab, name: str):
-        base, token = lab
+        base, token, _ = lab
         self.name = name
         self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
         self.console_errors: list[str] = []
         self.page.on("console", lambda m: m.type == "error" and self.console_errors.append(m.text))
         self.page.on("pageerror", lambda e: self.console_errors.append(f"uncaught: {e}"))
         # A workspace of its own, reset: only this notebook is open, whatever ran before.
-        self.page.goto(f"{base}/lab/workspaces/{name.split('_')[0]}/tree/{name}?reset&token={token}")
+        self.page.goto(f"{base}/lab/workspaces/{name.split('_')[0]}/tree/work/{name}?reset&token={token}")
         self.page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
         # JupyterLab asks which kernel to start unless "always start the preferred kernel" was ticked;
         # the course's kernel is preselected, and a learner presses Select.
@@ -124,7 +131,9 @@ class Notebook:
     def run_all(self) -> None:
         self.page.click(".lm-MenuBar-itemLabel:text-is('Run')")
         self.page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-        code_cells = self.page.locator(".jp-NotebookPanel .jp-CodeCell").count()
+        # A claim cell's input is collapsed: JupyterLab shows a placeholder and no prompt (its output tells it ran).
+        code_cells = (self.page.locator(".jp-NotebookPanel .jp-CodeCell").count()
+                      - self.page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputPlaceholder").count())
         deadline = time.monotonic() + RUN_ALL_TIMEOUT_S
         while True:  # every code cell numbered ([12]:), none waiting ([*]:)
             prompts = self.page.locator(".jp-NotebookPanel .jp-CodeCell .jp-InputArea-prompt").all_text_contents()
@@ -159,7 +168,7 @@ def open_notebook(browser, lab, request):
         if failed:
             print(f"screenshot: {nb.screenshot()}")
         nb.page.close()
-    base, token = lab
+    base, token, _ = lab
     for session in json.load(_api(base, token, "sessions")):  # free the kernels' memory for the next lesson
         _api(base, token, f"sessions/{session['id']}", method="DELETE")
 
@@ -182,10 +191,23 @@ def assert_ran_cleanly(nb: Notebook) -> None:
     assert not nb.console_errors, f"{nb.name}: JavaScript console errors: {nb.console_errors[:5]}"
 
 
-def test_00_setup_runs_clean(open_notebook):
+def test_00_setup_runs_clean_in_the_learners_copy_with_its_claim_cell_collapsed(open_notebook, lab):
+    course = lab[2]
+    starter = (course / "notebooks" / "00_setup.ipynb").read_bytes()
     nb = open_notebook("00_setup.ipynb")
     nb.run_all()
     assert_ran_cleanly(nb)
+    # The claim cell (tagged "claim"): its input collapsed to JupyterLab's placeholder, its ✓ lines shown.
+    claim = nb.page.locator(".jp-NotebookPanel .jp-CodeCell", has=nb.page.locator(".jp-InputPlaceholder"))
+    assert claim.count() == 1, claim.count()
+    assert "grader.claim(" not in claim.first.inner_text() and "✓ 00.mkl_num_threads holds" in claim.first.inner_text()
+    nb.page.keyboard.press("Control+s")  # saving writes the learner's copy in work/, never notebooks/
+    saved = course / "work" / "00_setup.ipynb"
+    deadline = time.monotonic() + 30
+    while "✓ 00.mkl_num_threads holds" not in saved.read_text(encoding="utf-8"):
+        assert time.monotonic() < deadline, "Ctrl+S did not save work/00_setup.ipynb"
+        time.sleep(0.5)
+    assert (course / "notebooks" / "00_setup.ipynb").read_bytes() == starter
 
 
 def test_01_plots_are_images(open_notebook):
