@@ -266,7 +266,8 @@ def median(values: Sequence[float]) -> float:
 
 
 def format_seconds(s: float) -> str:
+    """Three significant digits in the unit that keeps them under 1000 (0.9996 s is "1 s", not "1e+03 ms")."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(s) >= scale:
+        if abs(s) >= scale * 0.9995:
             return f"{s / scale:.3g} {unit}"
     return f"{s / 1e-9:.3g} ns"

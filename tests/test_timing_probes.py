@@ -51,6 +51,7 @@ def test_timeline_times_each_call_in_order():
 
 def test_format_seconds():
     assert format_seconds(0.0123) == "12.3 ms" and format_seconds(2e-6) == "2 µs"
+    assert format_seconds(0.9996) == "1 s" and format_seconds(0.9994e-3) == "999 µs"  # never "1e+03 ms"
 
 
 def test_aten_ops_and_bytes_moved():
