@@ -47,9 +47,23 @@ def _minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def mismatches(pins: dict[str, str], installed=_installed) -> tuple[int, list[str], list[str]]:
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _required() -> list[str]:
+    """The course package's own requirements (no extras), as canonical names; none when it is not installed."""
+    try:
+        requires = metadata.requires("compile-export") or []
+    except metadata.PackageNotFoundError:
+        return []
+    return [_canonical(re.split(r"[\s;<>=!~\[]", r, maxsplit=1)[0]) for r in requires if "extra ==" not in r]
+
+
+def mismatches(pins: dict[str, str], installed=None) -> tuple[int, list[str], list[str]]:
     """(how many pins match, "name: installed X, pinned Y" for each that differs, names not installed).
     A local label is not a difference: torch 2.13.0+cpu is the pinned 2.13.0."""
+    installed = installed or _installed
     same, differ, missing = 0, [], []
     for name, want in sorted(pins.items()):
         have = installed(name)
@@ -95,8 +109,15 @@ def report() -> str:
         same, differ, missing = mismatches(pins)
         lines.append(f"packages:  {same} of {len(pins)} as pinned in constraints.txt")
         lines += [f"  differs: {line}" for line in differ]
-        if missing:
-            lines.append(f"  not installed: {', '.join(missing)}")
+        needed = set(_required())
+        absent = [name for name in missing if _canonical(name) in needed]
+        optional = [name for name in missing if _canonical(name) not in needed]
+        if absent:
+            lines.append(f"  not installed, and the course needs them: {', '.join(absent)}")
+            problems.append(f"{', '.join(absent)} not installed: `make setup` installs the pinned set")
+        if optional:
+            lines.append(f"  not installed, optional ({len(optional)}: `make deploy` adds TVM and ExecuTorch, `make test` "
+                         f"the test tools, each with what it needs): {', '.join(optional)}")
         if differ:
             problems.append(f"{len(differ)} package(s) differ from constraints.txt: `make setup` installs the pinned set")
     else:

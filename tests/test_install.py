@@ -97,3 +97,17 @@ def test_jupyterlab_news_is_off_in_the_course_environment(tmp_path):
             allowed = properties[key]
             choices = [option["const"] for option in allowed.get("oneOf", [])] or allowed.get("enum") or [value]
             assert value in choices and isinstance(value, {"boolean": bool, "string": str}[allowed["type"]]), (key, value)
+
+
+def test_doctor_tells_a_missing_optional_package_from_one_the_course_needs(monkeypatch):
+    """After `make lab` the deploy and test extras are not installed: doctor lists them as optional, not as a
+    problem; a missing requirement of the course itself is one."""
+    pins = {"onnx": "1.23.2", "apache-tvm": "0.27.0.post1", "torch": PINNED}
+    monkeypatch.setattr(doctor, "pinned", lambda *a: pins)
+    have = {"torch": PINNED}
+    monkeypatch.setattr(doctor, "_installed", lambda name: have.get(name, "0.1.0" if name == "compile-export" else None))
+    text = doctor.report()
+    assert "not installed, and the course needs them: onnx" in text
+    assert "not installed, optional (1: `make deploy` adds TVM and ExecuTorch" in text and "apache-tvm" in text
+    assert "onnx not installed" in text.split("mismatch:")[1]  # the problem is named in the summary
+    assert "apache-tvm" not in text.split("mismatch:")[1]
