@@ -55,7 +55,7 @@ def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
     names = ", ".join(exercise.answers)
     if len(answers) != len(exercise.answers):
         return result(
-            Status.FAILED,
+            Status.NOT_UNDERSTOOD,
             message=f"this check takes {len(exercise.answers)} answer(s) ({names}); it was given {len(answers)}",
         )
     from . import optional
@@ -306,10 +306,14 @@ def as_dtype(name: str, value: Any) -> Any:
 
 
 def as_ints(name: str, value: Any, length: int | None = None) -> tuple[int, ...]:
-    """A tuple, list or torch.Size of exact ints, as a tuple."""
-    value = plain(name, value)
-    if type(value) not in (tuple, list) or any(type(v) is not int for v in value):
+    """A tuple, list or torch.Size of exact ints (numpy and 0-d torch integers converted), as a tuple; a refusal
+    names the item that is not an int."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if type(value) not in (tuple, list) and not (torch is not None and type(value) is torch.Size):
         raise _refuse(name, "a tuple of plain ints", value)
+    value = tuple(as_int(f"{name}[{i}]", item) for i, item in enumerate(value))
     if length is not None and len(value) != length:
         raise NotUnderstood(f"`{name}` should hold {length} numbers, it holds {len(value)}")
     return tuple(value)

@@ -320,6 +320,22 @@ class LogCapture:
     def lines(self, pattern: str = "") -> list[str]:
         return [line for line in self.text.splitlines() if pattern in line]
 
+    def failed_guards(self) -> list[str]:
+        """The newest recompile's failing guards in a ``recompiles`` log, one per compiled graph tried
+        ("0/0: L['x'].size()[0] == 4"), without their source locations."""
+        text = self.text.rsplit("Recompiling", 1)[-1]
+        return [re.sub(r"\s+#.*$", "", m) for m in re.findall(r"- (\d+/\d+: .*)", text)]
+
+    def guards(self, *kinds: str) -> list[str]:
+        """The lines of a ``guards`` log that hold a guard of one of ``kinds`` ("TENSOR_MATCH", "EQUALS_MATCH"),
+        without the tree's bars, source locations and dispatch key sets, cut at 150 characters."""
+        found = []
+        for line in self.lines():
+            if any(kind in line for kind in kinds):
+                line = re.sub(r"\s+#.*$", "", line).replace("|", "").strip()
+                found.append(re.sub(r"DispatchKeySet\([^)]*\), ", "", line)[:150])
+        return found
+
 
 def torch_logs(**artifacts: bool):
     """``with torch_logs(graph_breaks=True) as log: ...`` then ``log.text``: the log as text.

@@ -41,7 +41,7 @@ class Timing:
                     f"the round medians' IQR {format_seconds(self.iqr)})")
         else:
             text = f"{format_seconds(self.median)} ± {format_seconds(self.iqr / 2)} (median ± IQR/2 of {self.runs})"
-        return text + (" [busy machine: see the warning]" if self.note else "")
+        return text + (" [busy machine: rerun when it is quiet]" if self.note else "")
 
 
 class NoisyMeasurement(UserWarning):

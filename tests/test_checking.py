@@ -84,9 +84,20 @@ def test_natural_answer_forms_are_read_as_meant():
         as_choice("a", "grad", choices)
 
 
-def test_wrong_number_of_answers():
+def test_wrong_number_of_answers_is_not_understood():
     r = grader.check("00.warmup")
-    assert r.status is Status.FAILED and "takes 1 answer" in r.message
+    assert r.status is Status.NOT_UNDERSTOOD and "takes 1 answer" in r.message
+
+
+def test_a_shape_refusal_names_the_item_that_is_not_an_int():
+    for answer, says in (((8, 5, 3.0), "`predicted_shape[2]`: give a plain int, got float"),
+                         (((8, 5, 3),), "`predicted_shape[0]`: give a plain int, got tuple"),
+                         (torch.tensor([8, 5, 3]), "`predicted_shape`: give a tuple of plain ints, got torch.Tensor")):
+        r = grader.check("00.predict_shape", answer)
+        assert r.status is Status.NOT_UNDERSTOOD and says in r.message, (answer, r.message)
+    import numpy as np
+
+    assert grader.check("00.predict_shape", (np.int64(8), torch.tensor(5), 3)).status is Status.PASSED
 
 
 def test_unknown_id_is_an_error_result_not_an_exception():
