@@ -104,3 +104,27 @@ def test_artifact_paths_are_unique_and_in_an_ignored_folder(tmp_path, monkeypatc
     a, b = grader.artifact("model.onnx"), grader.artifact("model.onnx")
     assert a != b and a.suffix == ".onnx" and a.parent.name == "artifacts" and a.parent.is_dir()
     assert a.name.startswith("model-")
+
+
+def test_log_capture_reads_guards_and_the_newest_recompiles_failing_guards():
+    """What TORCH_LOGS="guards" and "recompiles" print, read back as lesson 04 shows it."""
+    import torch
+
+    from grader import probes
+
+    def scaled(x, k):
+        return x * k + 1
+
+    torch._dynamo.reset()
+    compiled = torch.compile(scaled, backend="eager")
+    with probes.torch_logs(guards=True) as log:
+        compiled(torch.randn(4), 2)
+    guards = log.guards("TENSOR_MATCH", "EQUALS_MATCH")
+    assert any("EQUALS_MATCH: L['k'] == 2" in g for g in guards), guards
+    assert any("TENSOR_MATCH" in g and "size=[4]" in g and "|" not in g and " # " not in g for g in guards), guards
+    with probes.torch_logs(recompiles=True) as log:
+        compiled(torch.randn(4), 3)  # k's value changed
+        compiled(torch.randn(4, 2), 3)  # and then x's rank
+    failed = log.failed_guards()  # the newest recompile only: one failing guard per graph it tried
+    assert failed and all(f.split(":")[0].count("/") == 1 and " # " not in f for f in failed), failed
+    torch._dynamo.reset()
