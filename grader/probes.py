@@ -328,12 +328,13 @@ class LogCapture:
 
     def guards(self, *kinds: str) -> list[str]:
         """The lines of a ``guards`` log that hold a guard of one of ``kinds`` ("TENSOR_MATCH", "EQUALS_MATCH"),
-        without the tree's bars, source locations and dispatch key sets, cut at 150 characters."""
+        without the tree's bars and source locations, a dispatch key set cut to its first key (the device type:
+        ``DispatchKeySet(CPU, …)``), and the line cut at 150 characters."""
         found = []
         for line in self.lines():
             if any(kind in line for kind in kinds):
                 line = re.sub(r"\s+#.*$", "", line).replace("|", "").strip()
-                found.append(re.sub(r"DispatchKeySet\([^)]*\), ", "", line)[:150])
+                found.append(re.sub(r"DispatchKeySet\(([^,)]*)[^)]*\)", r"DispatchKeySet(\1, …)", line)[:150])
         return found
 
 

@@ -76,6 +76,22 @@ def environment() -> Environment:
     )
 
 
+def physical_cores() -> int | None:
+    """Physical cores of the CPUs this process may run on (SMT siblings counted once), from Linux's sysfs
+    topology; None where the OS does not say."""
+    import os
+
+    try:
+        cpus = os.sched_getaffinity(0)
+        cores = set()
+        for cpu in cpus:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+                cores.add(f.read().strip())
+        return len(cores) or None
+    except (AttributeError, OSError):
+        return None
+
+
 def cpu_quota(proc: str = "/proc/self/cgroup", mount: str = "/sys/fs/cgroup") -> str:
     """The tightest CPU-time quota (``docker --cpus``, ``systemd-run -p CPUQuota=``) on this process's own
     cgroup or any cgroup above it, as a number of CPUs, or why there is none. Linux only."""

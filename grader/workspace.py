@@ -77,7 +77,7 @@ def report(status: Status, work: Path = WORK) -> str:
     if status.copied:
         lines.append(f"copied {len(status.copied)} lesson(s) from notebooks/: {', '.join(status.copied)}")
     for name in status.changed:
-        lines.append(f"the course changed {name} since your copy was made: `python -m grader work --fresh "
+        lines.append(f"the course changed {name} since your copy was made: `.venv/bin/python -m grader work --fresh "
                      f"{name.split('_')[0]}` writes the new version beside yours")
     for name in status.fresh:
         lines.append(f"wrote {where}/{name}: the course's current version, beside your own")

@@ -122,6 +122,7 @@ def test_log_capture_reads_guards_and_the_newest_recompiles_failing_guards():
     guards = log.guards("TENSOR_MATCH", "EQUALS_MATCH")
     assert any("EQUALS_MATCH: L['k'] == 2" in g for g in guards), guards
     assert any("TENSOR_MATCH" in g and "size=[4]" in g and "|" not in g and " # " not in g for g in guards), guards
+    assert any("DispatchKeySet(CPU, …)" in g for g in guards), guards  # the device type, its first key
     with probes.torch_logs(recompiles=True) as log:
         compiled(torch.randn(4), 3)  # k's value changed
         compiled(torch.randn(4, 2), 3)  # and then x's rank

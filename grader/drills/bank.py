@@ -279,7 +279,7 @@ def get(drill_id: str) -> Drill:
     try:
         return DRILLS[drill_id]
     except KeyError:
-        raise KeyError(f"no drill {drill_id!r}; `python -m grader drill --list` lists them") from None
+        raise KeyError(f"no drill {drill_id!r}; `.venv/bin/python -m grader drill --list` lists them") from None
 
 
 def select(lesson: str | None = None, count: int | None = None, seed: int | None = None) -> list[Drill]:

@@ -30,7 +30,7 @@ def quiz(selection: Sequence[Drill] | None = None, *, use_widgets: bool | None =
         for number, drill in enumerate(selection, 1):
             print(render(drill, number, len(selection)))
             print()
-        where = "python -m grader drill --interview" if interview else "python -m grader drill"
+        where = ".venv/bin/python -m grader drill" + (" --interview" if interview else "")
         print("(widgets are not available here: answer these in the exercises below, or in a terminal with "
               f"`{where}`)")
         return None
