@@ -157,6 +157,13 @@ def expect(condition: bool, message: str, *, measured: Any = None, expected: Any
         raise CheckFailed(message, measured=measured, expected=expected)
 
 
+def understood(condition: bool, message: str) -> None:
+    """``expect`` for the form of an answer: when ``condition`` is false the answer is not understood (0 points,
+    not a try), and ``message`` says the form wanted."""
+    if not condition:
+        raise NotUnderstood(message)
+
+
 # --- answers that are data ---------------------------------------------------------------------------
 # A learner's object never decides a comparison: an `int` subclass whose __eq__ always says yes would
 # pass any `==`. Every answer that is data is first converted here to exact built-in values (or refused

@@ -172,7 +172,7 @@ def add_sandbox_argument(s: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m grader", description="Compile & Export course grader")
+    p = argparse.ArgumentParser(prog=".venv/bin/python -m grader", description="Compile & Export course grader")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("list", help="list the exercises")

@@ -328,8 +328,8 @@ class LogCapture:
 
     def guards(self, *kinds: str) -> list[str]:
         """The lines of a ``guards`` log that hold a guard of one of ``kinds`` ("TENSOR_MATCH", "EQUALS_MATCH"),
-        without the tree's bars and source locations, a dispatch key set cut to its first key (the device type:
-        ``DispatchKeySet(CPU, …)``), and the line cut at 150 characters."""
+        without the tree's bars and source locations, a dispatch key set cut to its first key (its first key: the
+        device type, ``DispatchKeySet(CPU, …)``), and the line cut at 150 characters."""
         found = []
         for line in self.lines():
             if any(kind in line for kind in kinds):

@@ -211,7 +211,7 @@ def test_the_starter_scores_zero_with_feedback(graded):
     assert data["score"] == 0
     for i in IDS[:3]:
         assert tests[i]["output"].startswith("**not attempted** (0/1)") and "Hint:" in tests[i]["output"]
-        assert tests[i]["output"].endswith("Lesson section: 00_setup.ipynb § “3 · Exercises”")
+        assert f"Lesson section: 00_setup.ipynb § “3 · Exercises”, exercise: “Exercise {i} " in tests[i]["output"]
     assert "Lesson section: 03_graph_breaks.ipynb § “5 · Fixes”" in tests["03.zero_breaks"]["output"]
 
 

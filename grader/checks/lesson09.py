@@ -15,7 +15,7 @@ import dataclasses
 import textwrap
 
 from .. import drills
-from ..checking import CheckFailed, as_dict, expect, plain
+from ..checking import CheckFailed, NotUnderstood, as_dict, expect, plain, understood
 
 # Exercise 09.predict_round: five predict-then-verify drills.
 PREDICT_ROUND = ("03.model_debug_print", "04.zero_one", "04.duck_sizing", "06.auto_batch1", "07.argmax_dtype")
@@ -63,11 +63,15 @@ def _given(name: str, drill: drills.Drill, value):
 def _round(name: str, answers, ids) -> str:
     answers = as_dict(name, answers)
     unknown = sorted(set(answers) - set(ids), key=repr)
-    expect(not unknown, f"`{name}` has keys that are not in this round: {unknown}; the round is {list(ids)}")
+    understood(not unknown, f"`{name}` has keys that are not in this round: {unknown}; the round is {list(ids)}")
     round_drills = {drill_id: _pinned(drill_id) for drill_id in ids}
     # Every answer becomes plain data before any truth exists in this process's frames.
     given = {drill_id: _given(f"{name}[{drill_id!r}]", round_drills[drill_id], answers[drill_id])
              for drill_id in ids if answers.get(drill_id, ...) is not ...}
+    unread = [f"{drill_id} ({given[drill_id]!r})" for drill_id in given
+              if round_drills[drill_id].choices and not _names_a_choice(round_drills[drill_id], given[drill_id])]
+    understood(not unread, f"`{name}`: these answers name no choice: {', '.join(unread)}; answer each with a letter "
+                           "(a, b, ...), the text of a choice, or a number where the choices are numbers")
     wrong = []
     for drill_id in ids:
         drill = round_drills[drill_id]
@@ -86,6 +90,12 @@ def _round(name: str, answers, ids) -> str:
             fraction=right / len(ids),
         )
     return f"all {len(ids)} answers match"
+
+
+def _names_a_choice(drill: drills.Drill, answer) -> bool:
+    """Whether an answer (plain data, see _given) names a choice as the drill player reads one, or a number (a
+    count outside the choices is a prediction, and may be wrong)."""
+    return type(answer) is str and (drills.resolve(drill, answer) is not None or drills.count_text(answer) is not None)
 
 
 def predict_round(predictions):
@@ -193,7 +203,7 @@ def as_count(name: str, choice) -> str:
     of digits (with a sign, a decimal point, " graphs"), a number word up to twenty, or a plain int or float."""
     count = drills.count_text(plain(name, choice))
     if count is None:
-        raise CheckFailed(f"`{name}` is {choice!r}: each choice is a count of graphs, a number such as \"2\"")
+        raise NotUnderstood(f"`{name}` is {choice!r}: each choice is a count of graphs, a number such as \"2\"")
     return count
 
 
@@ -244,12 +254,12 @@ def _read(my_drill) -> tuple[drills.Drill, list]:
     """The learner's dict as a drill (see as_drill) and its choices as given (plain data)."""
     given = as_dict("my_drill", my_drill)
     missing = [key for key in DRILL_KEYS if key not in given]
-    expect(not missing, f"`my_drill` needs the keys {list(DRILL_KEYS)}; missing: {missing}")
+    understood(not missing, f"`my_drill` needs the keys {list(DRILL_KEYS)}; missing: {missing}")
     data = {key: plain(f"my_drill[{key!r}]", given[key]) for key in DRILL_KEYS}
     for key in ("question", "snippet", "explanation"):
-        expect(type(data[key]) is str and data[key].strip(), f"`my_drill[{key!r}]` must be a non-empty string")
-    expect(type(data["choices"]) in (list, tuple),
-           "`my_drill['choices']` must be a list of strings (the counts, e.g. \"2\")")
+        understood(type(data[key]) is str and data[key].strip(), f"`my_drill[{key!r}]` must be a non-empty string")
+    understood(type(data["choices"]) in (list, tuple),
+               "`my_drill['choices']` must be a list of strings (the counts, e.g. \"2\")")
     choices = tuple(as_count(f"my_drill['choices'][{i}]", c) for i, c in enumerate(data["choices"]))
     snippet = textwrap.dedent(data["snippet"]).strip("\n") + "\n"
     drill = drills.Drill(

@@ -12,10 +12,10 @@ Two kinds of drill:
 Every drill carries a one-paragraph explanation shown after answering. The same drills are played in a
 notebook (``quiz``: an ipywidgets quiz, or plain text where widgets cannot render) and in a terminal::
 
-    python -m grader drill [--lesson NN] [--count K] [--seed S]   # interactive, reads standard input
-    python -m grader drill --list                                 # list the drills
-    python -m grader drill --verify                               # compute every predict drill live
-    python -m grader drill --interview [N] [--seed S]             # a timed mock interview of N drills
+    .venv/bin/python -m grader drill [--lesson NN] [--count K] [--seed S]   # interactive, reads standard input
+    .venv/bin/python -m grader drill --list                                 # list the drills
+    .venv/bin/python -m grader drill --verify                               # compute every predict drill live
+    .venv/bin/python -m grader drill --interview [N] [--seed S]             # a timed mock interview of N drills
 
 The CLI wiring calls ``add_arguments(parser)`` and ``run(args)``.
 

@@ -150,7 +150,7 @@ def _torch_version() -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    return add_arguments(argparse.ArgumentParser(prog="python -m grader drill", description="interview drills"))
+    return add_arguments(argparse.ArgumentParser(prog=".venv/bin/python -m grader drill", description="interview drills"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
