@@ -399,7 +399,8 @@ def test_rounds_read_quotes_counts_and_yes_no_numbers_as_the_player_does():
     assert result.points == 4
     fails("09.predict_round", {**PREDICTIONS, "04.duck_sizing": 0}, says=("4/5 right", "you said 'no'"))
     fails("09.predict_round", {**PREDICTIONS, "03.model_debug_print": 3.0}, says=("4/5 right", "you said '3.0'"))
-    fails("09.predict_round", {**PREDICTIONS, "03.model_debug_print": float("nan")}, says=("4/5 right",))
+    nan = verdict("09.predict_round", {**PREDICTIONS, "03.model_debug_print": float("nan")})  # names no count
+    assert nan.status is Status.NOT_UNDERSTOOD and "name no choice" in nan.message, nan
 
 
 class LookUpDict(dict):
@@ -721,3 +722,20 @@ def test_write_a_drill_name_filter_passes_every_bank_predict_snippet():
     for drill in drills.drills(kind="predict"):
         snippet = drill.snippet + ("" if "def f(" in drill.snippet else "\n\ndef f(x):\n    return x.sin()\n")
         assert lesson09._unstable_names(snippet) == reads_the_process.get(drill.id, []), drill.id
+
+
+def test_an_answer_of_the_wrong_form_is_not_understood_in_the_rounds_and_in_write_a_drill():
+    """Review 09 passes 3 and 4: a misspelt drill id, text that names no choice, a number where the choices are
+    not numbers, and write_a_drill's form errors are 'not understood' (0 points, no try); a count outside the
+    choices is still a prediction, wrong with its share."""
+    for name, answers in (("09.concepts", {**CONCEPTS, "07.paritty": "b"}),
+                          ("09.concepts", {**CONCEPTS, "07.parity": "maybe"}),
+                          ("09.concepts", {**CONCEPTS, "07.parity": "5"}),
+                          ("09.predict_round", {**PREDICTIONS, "03.model_debug_print": None})):
+        result = verdict(name, answers)
+        assert result.status is Status.NOT_UNDERSTOOD and result.points == 0, (answers, result)
+    outside = fails("09.predict_round", {**PREDICTIONS, "03.model_debug_print": "5"}, says=("4/5 right",))
+    assert outside.status is Status.FAILED and outside.points == 4
+    for bad in ({"choices": "1,2,3"}, {"question": 3}, {"choices": ["a", "b", "c"]}):
+        result = verdict("09.write_a_drill", {**SOLUTION_09, **bad})
+        assert result.status is Status.NOT_UNDERSTOOD and result.points == 0, (bad, result)

@@ -93,9 +93,11 @@ def _round(name: str, answers, ids) -> str:
 
 
 def _names_a_choice(drill: drills.Drill, answer) -> bool:
-    """Whether an answer (plain data, see _given) names a choice as the drill player reads one, or a number (a
-    count outside the choices is a prediction, and may be wrong)."""
-    return type(answer) is str and (drills.resolve(drill, answer) is not None or drills.count_text(answer) is not None)
+    """Whether an answer (plain data, see _given) names a choice as the drill player reads one, or, where the
+    choices are numbers, a number (a count outside the choices is a prediction, and may be wrong)."""
+    numeric = any(drills.count_text(choice) is not None for choice in drill.choices)
+    return type(answer) is str and (drills.resolve(drill, answer) is not None
+                                    or (numeric and drills.count_text(answer) is not None))
 
 
 def predict_round(predictions):

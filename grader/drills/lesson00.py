@@ -42,7 +42,7 @@ concept(
     "A CPU benchmark is much slower on the CI box than on your laptop. What do you check first?",
     "torch.get_num_threads()",
     """The intra-op thread pool decides how fast a large CPU kernel can go, and its default depends on the
-    build: `OMP_NUM_THREADS` or `MKL_NUM_THREADS` set it (an MKL build no higher than the physical cores); otherwise an MKL build (x86-64) follows the CPUs the
+    build: `OMP_NUM_THREADS` or `MKL_NUM_THREADS` set it; otherwise an MKL build (x86-64) follows the CPUs the
     process may run on (its affinity, which container cpusets narrow) and counts physical cores, while a
     build without MKL (ARM) counts the machine's cores (on torch 2.13, whatever the affinity). No build sees a CPU-time quota (`docker --cpus`):
     a CI container can get more threads than CPU time, or fewer cores than your laptop. Lesson 00 prints the
