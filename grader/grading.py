@@ -251,6 +251,12 @@ BEFORE_DUE = {
 }
 
 
+def check_before_due(before_due: str) -> None:
+    """Refuse a ``before_due`` that is not a key of BEFORE_DUE."""
+    if before_due not in BEFORE_DUE:
+        raise ValueError(f"before_due {before_due!r}: one of {', '.join(BEFORE_DUE)}")
+
+
 def section_ref(exercise_id: str, course_url: str | None = None) -> str | None:
     """Markdown naming the lesson section an exercise is in, and the exercise itself: plain text that reads the
     same wherever the file is sent, or links into the course at ``course_url`` (where it is published)."""
