@@ -104,8 +104,7 @@ def bundle(lessons: list[str], out: Path, *, jobs: int = 1, notebook_timeout: fl
     """Write the autograder zip for ``lessons``: setup.sh and run_autograder at its root, with the grader.
     ``before_due`` and ``course_url`` say what feedback students see before the due date (``results``)."""
     _check_lessons(lessons)
-    if before_due not in grading.BEFORE_DUE:
-        raise ValueError(f"before_due {before_due!r}: one of {', '.join(grading.BEFORE_DUE)}")
+    grading.check_before_due(before_due)
     torch = pinned_torch()
     scripts = {
         "setup.sh": SETUP.format(torch=torch, cpu_index=CPU_INDEX, extras=extras(lessons)),
@@ -151,8 +150,7 @@ def results(batch: grading.Batch, found: dict[str, Path], submission: Path, befo
     student sees before the due date follows ``before_due`` (grading.BEFORE_DUE): with "full" or "score", an
     exercise whose feedback holds more than that also gets a 0-point test with all of it, shown after the due
     date; with "nothing", every test, the score and the summary wait for the due date."""
-    if before_due not in grading.BEFORE_DUE:
-        raise ValueError(f"before_due {before_due!r}: one of {', '.join(grading.BEFORE_DUE)}")
+    grading.check_before_due(before_due)
     tests, summary = [], []
     for sub in batch.submissions:
         rows = sub.results()

@@ -313,8 +313,7 @@ def write_feedback(batch: Batch, folder: Path, before_due: str = "full", course_
     """One Markdown file per student in ``folder`` with what they may see before the due date (``before_due``, a key
     of BEFORE_DUE; none for "nothing"), and in ``folder/after-due/`` the complete one: per exercise, what was
     measured, what was expected, the hint and, for one not passed, its lesson section."""
-    if before_due not in BEFORE_DUE:
-        raise ValueError(f"before_due {before_due!r}: one of {', '.join(BEFORE_DUE)}")
+    check_before_due(before_due)
     written = []
     totals = batch.totals()
     levels = ([(folder, before_due)] if before_due != "nothing" else []) + [(folder / AFTER_DUE, "everything")]
