@@ -3,7 +3,7 @@
 Every listed claim is anchored in the lessons (asserted and measured claims in exactly one code cell,
 prose claims in markdown), every anchor is listed, prose points at a claim that shows it, and every
 asserted claim's verdict line is in its cell's saved output (it ran and held when the notebook was run).
-The README's claims are anchored in README.md, and each tested one names a test that exists.
+The README's claims are anchored in README.md or the documents it links (docs/*.md), and each tested one names a test that exists.
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def _anchored():
     for lesson, index, cell in _cells():
         for claim_id in claims.anchors(cell.source):
             found.setdefault(claim_id, []).append((lesson, index, cell))
-    readme = nbformat.v4.new_markdown_cell((ROOT / "README.md").read_text(encoding="utf-8"))
+    readme = nbformat.v4.new_markdown_cell("\n".join(p.read_text(encoding="utf-8") for p in
+                                                      (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))))
     for claim_id in claims.anchors(readme.source):
         found.setdefault(claim_id, []).append(("readme", 0, readme))
     return found
@@ -52,7 +53,7 @@ def test_every_claim_is_anchored_where_its_kind_says(claim_id):
     assert all(lesson == entry.lesson for lesson, _, _ in places), f"{claim_id} is anchored outside lesson {entry.lesson}"
     types = {cell.cell_type for _, _, cell in places}
     if entry.lesson == "readme":
-        assert len(places) == 1, f"{claim_id} is anchored {len(places)} times in README.md"
+        assert len(places) == 1, f"{claim_id} is anchored {len(places)} times in README.md and docs/"
         if entry.kind == "tested":
             path, _, name = entry.shown_by.partition("::")
             assert (ROOT / path).is_file() and f"def {name}(" in (ROOT / path).read_text(encoding="utf-8"), \

@@ -1,5 +1,5 @@
 """The README's own claims (grader/inventory/README.toml names these tests): each sentence below is
-read from README.md and compared with what the code, the packaging or the Makefile actually do."""
+read from README.md or the documents it links (docs/*.md) and compared with what the code, the packaging or the Makefile actually do."""
 from __future__ import annotations
 
 import re
@@ -12,7 +12,8 @@ from packaging.specifiers import SpecifierSet
 from grader import cli, grading, registry, result, tracking
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+# The README and the documents it links (docs/instructors.md, docs/authors.md), read as one text
+README = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))))
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
