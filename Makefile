@@ -34,7 +34,7 @@ setup: $(STAMP)
 
 # Idempotent: the venv is made once; the install reruns only when the pins or the package change.
 # torch comes first, pinned and of the chosen build, so nothing later can resolve it to another one.
-$(STAMP): constraints.txt pyproject.toml jupyter/overrides.json
+$(STAMP): constraints.txt pyproject.toml jupyter/overrides.json jupyter/jupyter_server_config.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	sed 's/^torch==.*/torch==$(TORCH)/' constraints.txt > $(VENV)/constraints.txt
 	@args="$$($(PYTHON) grader/torch_install.py $(TORCH) $(TORCH_BUILD))" && echo "installing torch: pip install $$args" \
@@ -43,6 +43,8 @@ $(STAMP): constraints.txt pyproject.toml jupyter/overrides.json
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (compile-export)" >/dev/null
 	@# JupyterLab's settings for this environment: no news pop-up, no update check
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
+	@# The lab's kernels talk to the server over local sockets (IPC), not TCP: no "running over TCP without encryption"
+	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d && cp jupyter/jupyter_server_config.json $(VENV)/etc/jupyter/jupyter_server_config.d/compile-export.json
 	@touch $(STAMP)
 
 # The optional deployment paths (TVM, ExecuTorch: 36 more packages); `make test` installs

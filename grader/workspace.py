@@ -4,7 +4,8 @@
 time and never overwrites a copy. ``notebooks/`` stays exactly as ``git pull`` brings it, so updating the course
 never conflicts with a learner's answers. ``work/.copied-from.json`` records, per notebook, a checksum of the
 ``notebooks/`` version it was copied from: when the course changes a lesson, ``python -m grader work`` says
-which, and ``--fresh NN`` writes the new version beside the learner's own (``NN_name.fresh.ipynb``).
+which, and ``--fresh NN`` writes the new version beside the learner's own (``NN_name.fresh.ipynb``). Each copy is
+signed as ``jupyter trust`` signs it (they have no outputs yet), so the server does not log "not trusted" on opening.
 """
 from __future__ import annotations
 
@@ -43,6 +44,21 @@ class Status:
     fresh: list[str]  # fresh copies written beside the learner's own by this call
 
 
+def trust(paths: list[Path]) -> None:
+    """Sign notebooks in the user's Jupyter signature store, as ``jupyter trust`` does. Only the message in the
+    server's terminal depends on it, so a file that is no notebook or a store that cannot be written is left
+    alone."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    try:
+        notary = NotebookNotary()
+        for path in paths:
+            notary.sign(nbformat.read(path, as_version=4))
+    except Exception:  # noqa: BLE001 - nothing but that terminal message depends on it
+        pass
+
+
 def sync(work: Path = WORK, notebooks: Path = NOTEBOOKS, fresh: tuple[str, ...] = ()) -> Status:
     """Copy each course notebook missing from ``work`` (never overwriting one), list those the course changed
     since their copy was made, and for each lesson number in ``fresh`` write the course's version beside the
@@ -68,6 +84,7 @@ def sync(work: Path = WORK, notebooks: Path = NOTEBOOKS, fresh: tuple[str, ...] 
             shutil.copyfile(source, target)
             written.append(target.name)
     _save(work, manifest)
+    trust([work / name for name in copied + written])
     return Status(copied, changed, written)
 
 

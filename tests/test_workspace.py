@@ -20,6 +20,28 @@ def course(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def signature_store(tmp_path, monkeypatch):
+    """The copies are signed in the user's Jupyter signature store: a test's own, here."""
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
+
+
+def test_the_copies_are_trusted_so_the_server_does_not_log_not_trusted(tmp_path):
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    notebooks, work = tmp_path / "notebooks", tmp_path / "work"
+    notebooks.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), notebooks / "00_setup.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("2 + 2")]), notebooks / "01_x.ipynb")
+    untouched = NotebookNotary().check_signature(nbformat.read(notebooks / "00_setup.ipynb", as_version=4))
+    workspace.sync(work, notebooks, fresh=("01",))
+    notary = NotebookNotary()
+    assert not untouched and all(notary.check_signature(nbformat.read(work / name, as_version=4))
+                                 for name in ("00_setup.ipynb", "01_x.ipynb", "01_x.fresh.ipynb"))
+    assert (tmp_path / "jupyter-data" / "nbsignatures.db").exists()
+
+
 def test_the_copy_is_made_once_and_never_overwritten(tmp_path):
     notebooks, work = course(tmp_path), tmp_path / "work"
     status = workspace.sync(work, notebooks)

@@ -27,6 +27,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -54,7 +55,12 @@ def lab(tmp_path_factory):
     home = tmp_path_factory.mktemp("lab")
     course = home / "course"
     shutil.copytree(ROOT / "notebooks", course / "notebooks")
-    workspace.sync(work=course / "work", notebooks=course / "notebooks")
+    data = str(home / "jupyter-data")  # Jupyter's data folder (the notebook signatures, the kernels' sockets)
+    saved, os.environ["JUPYTER_DATA_DIR"] = os.environ.get("JUPYTER_DATA_DIR"), data
+    try:
+        workspace.sync(work=course / "work", notebooks=course / "notebooks")
+    finally:
+        os.environ.pop("JUPYTER_DATA_DIR") if saved is None else os.environ.update(JUPYTER_DATA_DIR=saved)
     settings = home / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     # Render every cell (no windowing), so the page holds every output to assert on.
@@ -62,7 +68,7 @@ def lab(tmp_path_factory):
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "GRADER_HOME": str(home / "grader"),
-           "JUPYTER_PREFER_ENV_PATH": "1"}
+           "JUPYTER_PREFER_ENV_PATH": "1", "JUPYTER_DATA_DIR": data}
     log = open(home / "lab.log", "w")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
@@ -197,10 +203,12 @@ def test_00_setup_runs_clean_in_the_learners_copy_with_its_claim_cell_collapsed(
     nb = open_notebook("00_setup.ipynb")
     nb.run_all()
     assert_ran_cleanly(nb)
-    # The claim cell (tagged "claim"): its input collapsed to JupyterLab's placeholder, its ✓ lines shown.
-    claim = nb.page.locator(".jp-NotebookPanel .jp-CodeCell", has=nb.page.locator(".jp-InputPlaceholder"))
-    assert claim.count() == 1, claim.count()
-    assert "grader.claim(" not in claim.first.inner_text() and "✓ 00.mkl_num_threads holds" in claim.first.inner_text()
+    # The claim cells (tagged "claim"): their input collapsed to JupyterLab's placeholder, their ✓ lines shown.
+    tagged = sum("claim" in cell.metadata.get("tags", []) for cell in nbformat.reads(starter.decode(), as_version=4).cells)
+    claims = nb.page.locator(".jp-NotebookPanel .jp-CodeCell", has=nb.page.locator(".jp-InputPlaceholder"))
+    shown = [claims.nth(i).inner_text() for i in range(claims.count())]
+    assert len(shown) == tagged >= 2, (len(shown), tagged)
+    assert not any("grader.claim(" in text for text in shown) and any("✓ 00.mkl_num_threads holds" in t for t in shown)
     nb.page.keyboard.press("Control+s")  # saving writes the learner's copy in work/, never notebooks/
     saved = course / "work" / "00_setup.ipynb"
     deadline = time.monotonic() + 30
@@ -208,6 +216,9 @@ def test_00_setup_runs_clean_in_the_learners_copy_with_its_claim_cell_collapsed(
         assert time.monotonic() < deadline, "Ctrl+S did not save work/00_setup.ipynb"
         time.sleep(0.5)
     assert (course / "notebooks" / "00_setup.ipynb").read_bytes() == starter
+    # The server's terminal: the learner's copy was trusted, and the kernel spoke over local sockets, not TCP.
+    server_log = (course.parent / "lab.log").read_text(encoding="utf-8")
+    assert "is not trusted" not in server_log and "without encryption" not in server_log, server_log[-2000:]
 
 
 def test_01_plots_are_images(open_notebook):
