@@ -84,6 +84,15 @@ def test_natural_answer_forms_are_read_as_meant():
         as_choice("a", "grad", choices)
 
 
+def test_07_dtype_names_are_read_as_meant_and_an_unknown_one_is_not_understood():
+    from grader.checks.lesson07 import _dtype_name
+
+    assert [_dtype_name(v) for v in ("int64", "torch.int64", " float32 ", torch.int64)] == ["int64", "int64", "float32",
+                                                                                           "int64"]
+    r = grader.check("07.predict_ort_output", ("int sixty-four", (5,)))
+    assert r.status is Status.NOT_UNDERSTOOD and "numpy understands" in r.message, r
+
+
 def test_wrong_number_of_answers_is_not_understood():
     r = grader.check("00.warmup")
     assert r.status is Status.NOT_UNDERSTOOD and "takes 1 answer" in r.message

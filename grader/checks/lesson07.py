@@ -304,6 +304,8 @@ def _dtype_name(value) -> str | None:
         return str(value).removeprefix("torch.")
     numpy_type = isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy"
     numpy_dtype = isinstance(value, np.dtype) and type(value).__module__.startswith("numpy")
+    if type(value) is str:
+        value = value.strip().removeprefix("torch.")  # "torch.int64" reads as meant
     if type(value) is str or numpy_type or numpy_dtype or any(value is t for t in (int, float, bool)):
         try:
             return np.dtype(value).name
@@ -315,7 +317,8 @@ def _dtype_name(value) -> str | None:
 def predict_ort_output(predicted):
     dtype, shape = as_tuple("predicted_output (dtype name, shape), e.g. ('float32', (4, 2))", predicted, 2)
     name = _dtype_name(dtype)
-    expect(name is not None, f"{dtype!r} is not a dtype name numpy understands (try e.g. 'float32')")
+    if name is None:
+        raise NotUnderstood(f"{dtype!r} is not a dtype name numpy understands (try e.g. 'float32')")
     shape = as_ints("the shape in predicted_output", shape)
     _, real_dtype, real_shape = ort_output_of_classifier()
     right = (name == real_dtype) + (shape == real_shape)

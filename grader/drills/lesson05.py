@@ -193,7 +193,7 @@ predict(
     the symbolic-shapes layer raises `GuardOnDataDependentSymNode` ("Could not guard on data-dependent
     expression"). `strict=True` traces with Dynamo instead and raises `Unsupported` ("Data-dependent
     branching"), the graph break torch.compile would take. Recording the example's branch is what
-    `torch.jit.trace` did, silently. Fix: `torch.cond`.""",
+    `torch.jit.trace` did (with only a TracerWarning). Fix: `torch.cond`.""",
     form="export_error",
 )(export_error_of_model)
 

@@ -130,9 +130,9 @@ concept(
     "`Dim.AUTO` or a named `Dim(\"b\")`: which one raises an error when the model cannot be dynamic along that dimension?",
     'Dim("b")',
     """A named `Dim` is a promise checked at export: if the traced program needs the size to be fixed,
-    narrowed to a smaller range or tied to another size, export raises `Constraints violated` with
-    suggested fixes. `Dim.AUTO` infers: dynamic where possible, static, narrowed or tied otherwise, without
-    an error. `Dim.DYNAMIC` raises only where the size would become a constant; a narrowed range or a tie
+    narrowed to a smaller range or tied to another size, export usually raises `Constraints violated`
+    with suggested fixes. `Dim.AUTO` infers: dynamic where possible, static, narrowed or tied otherwise.
+    `Dim.DYNAMIC` raises where the size would become a constant; a narrowed range
     it accepts quietly, as `Dim.AUTO` does. `Dim.STATIC` fixes the size. The promise is checked for the `Dim`'s
     values of 2 and more: a branch on size 0 or 1 is decided while tracing and dropped without an error.""",
     choices=("Dim.AUTO", 'Dim("b")'),
