@@ -43,8 +43,9 @@ $(STAMP): constraints.txt pyproject.toml jupyter/overrides.json jupyter/jupyter_
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (compile-export)" >/dev/null
 	@# JupyterLab's settings for this environment: no news pop-up, no update check
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
-	@# The lab's kernels talk to the server over local sockets (IPC), not TCP: no "running over TCP without encryption"
-	mkdir -p $(VENV)/etc/jupyter/jupyter_server_config.d && cp jupyter/jupyter_server_config.json $(VENV)/etc/jupyter/jupyter_server_config.d/compile-export.json
+	@# The server encrypts its kernels' sockets (CurveZMQ keys, where the kernel spec supports it, as ipykernel's does):
+	@# no "Kernel is running over TCP without encryption" per kernel
+	mkdir -p $(VENV)/etc/jupyter && cp jupyter/jupyter_server_config.json $(VENV)/etc/jupyter/
 	@touch $(STAMP)
 
 # The optional deployment paths (TVM, ExecuTorch: 36 more packages); `make test` installs

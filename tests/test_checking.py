@@ -85,10 +85,14 @@ def test_natural_answer_forms_are_read_as_meant():
 
 
 def test_07_dtype_names_are_read_as_meant_and_an_unknown_one_is_not_understood():
+    from grader.checking import NotUnderstood
     from grader.checks.lesson07 import _dtype_name
 
-    assert [_dtype_name(v) for v in ("int64", "torch.int64", " float32 ", torch.int64)] == ["int64", "int64", "float32",
-                                                                                           "int64"]
+    named = ("int64", "torch.int64", " float32 ", torch.int64, "torch.int", "torch.float", "torch.long")
+    assert [_dtype_name(v) for v in named] == ["int64", "int64", "float32", "int64", "int32", "float32", "int64"]
+    for not_a_dtype in ("torch.tensor", "torch.nonsense"):
+        with pytest.raises(NotUnderstood, match="not a torch dtype"):
+            _dtype_name(not_a_dtype)
     r = grader.check("07.predict_ort_output", ("int sixty-four", (5,)))
     assert r.status is Status.NOT_UNDERSTOOD and "numpy understands" in r.message, r
 

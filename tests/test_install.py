@@ -87,10 +87,13 @@ def test_jupyterlab_news_is_off_in_the_course_environment(tmp_path):
     recipe = subprocess.run(["make", "-n", "-B", "setup", f"VENV={tmp_path}/venv"], cwd=ROOT, capture_output=True,
                             text=True, check=True).stdout
     assert f"cp jupyter/overrides.json {tmp_path}/venv/share/jupyter/lab/settings/" in recipe
-    # and the server's config: kernels over local sockets (no "running over TCP without encryption" per kernel)
-    assert (f"cp jupyter/jupyter_server_config.json {tmp_path}/venv/etc/jupyter/jupyter_server_config.d/compile-export.json"
-            in recipe)
-    assert json.loads((ROOT / "jupyter" / "jupyter_server_config.json").read_text()) == {"KernelManager": {"transport": "ipc"}}
+    # and the server's config: encrypted kernel sockets (no "running over TCP without encryption" per kernel), which
+    # the installed kernel spec supports
+    assert f"cp jupyter/jupyter_server_config.json {tmp_path}/venv/etc/jupyter/" in recipe
+    config = json.loads((ROOT / "jupyter" / "jupyter_server_config.json").read_text())
+    assert config == {"MappingKernelManager": {"transport_encryption": "auto"}}
+    spec = json.loads((Path(sys.prefix) / "share" / "jupyter" / "kernels" / "python3" / "kernel.json").read_text())
+    assert "curve" in spec["metadata"]["supported_encryption"]
     overrides = json.loads((ROOT / "jupyter" / "overrides.json").read_text())
     assert overrides["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
     schemas = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas"

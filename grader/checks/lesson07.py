@@ -305,7 +305,14 @@ def _dtype_name(value) -> str | None:
     numpy_type = isinstance(value, type) and issubclass(value, np.generic) and value.__module__ == "numpy"
     numpy_dtype = isinstance(value, np.dtype) and type(value).__module__.startswith("numpy")
     if type(value) is str:
-        value = value.strip().removeprefix("torch.")  # "torch.int64" reads as meant
+        value = value.strip()
+    if type(value) is str and value.startswith("torch."):  # "torch.int64" reads as torch reads it ("torch.int": int32)
+        named = getattr(torch, value.removeprefix("torch."), None)
+        if type(named) is not torch.dtype:
+            raise NotUnderstood(f"{value!r} is not a torch dtype (try e.g. 'float32' or torch.float32)")
+        value = named
+    if type(value) is torch.dtype:
+        return str(value).removeprefix("torch.")
     if type(value) is str or numpy_type or numpy_dtype or any(value is t for t in (int, float, bool)):
         try:
             return np.dtype(value).name

@@ -31,7 +31,7 @@ def quiz(selection: Sequence[Drill] | None = None, *, use_widgets: bool | None =
             print(render(drill, number, len(selection)))
             print()
         where = ".venv/bin/python -m grader drill" + (" --interview" if interview else "")
-        print("(widgets are not available here: answer these in the exercises below, or in a terminal with "
+        print("(widgets are not available here: answer these in a terminal with "
               f"`{where}`)")
         return None
     if interview:

@@ -216,7 +216,7 @@ def test_00_setup_runs_clean_in_the_learners_copy_with_its_claim_cell_collapsed(
         assert time.monotonic() < deadline, "Ctrl+S did not save work/00_setup.ipynb"
         time.sleep(0.5)
     assert (course / "notebooks" / "00_setup.ipynb").read_bytes() == starter
-    # The server's terminal: the learner's copy was trusted, and the kernel spoke over local sockets, not TCP.
+    # The server's terminal: the learner's copy was trusted, and the kernel's sockets were encrypted (CurveZMQ).
     server_log = (course.parent / "lab.log").read_text(encoding="utf-8")
     assert "is not trusted" not in server_log and "without encryption" not in server_log, server_log[-2000:]
 
