@@ -29,7 +29,7 @@ export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor-$(CPU_KEY)
 export JUPYTER_PREFER_ENV_PATH := 1
 export PYTHONWARNINGS := ignore::DeprecationWarning:jupyter_client.connect
 
-.PHONY: setup deploy lab test print-cache-dir test-fast test-browser build grade bench-grading clean
+.PHONY: setup deploy site lab test print-cache-dir test-fast test-browser build grade bench-grading clean
 setup: $(STAMP)
 
 # Idempotent: the venv is made once; the install reruns only when the pins or the package change.
@@ -57,6 +57,14 @@ $(DEPLOY_STAMP): $(STAMP)
 	$(PY) -m pip check
 	@touch $(DEPLOY_STAMP)
 
+# The reader's edition: a static site of the executed lessons in build/site/ (grader/site.py; Sphinx + myst-nb).
+SITE_STAMP := $(VENV)/.site-installed
+$(SITE_STAMP): $(STAMP)
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[site]'
+	@touch $(SITE_STAMP)
+site: $(SITE_STAMP)
+	$(PY) -m grader site
+
 # The learner works in work/ (ignored by git): copied from notebooks/ once, never overwritten (grader/workspace.py).
 lab: setup
 	@test -e $(DEPLOY_STAMP) || echo "Optional: 'make deploy' adds TVM and ExecuTorch for lessons 07-08 (their cells skip without them)."
@@ -81,7 +89,7 @@ build: setup
 # (Inductor picks the same instruction set on this machine); the lessons run without it for learners.
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=600 --nbval-sanitize-with tests/nbval-sanitize.cfg
 test: export TORCHINDUCTOR_VEC_ISA_OK := 1
-test: deploy
+test: deploy $(SITE_STAMP)
 	$(PY) -m grader build --check
 	$(PY) -m pytest -n $(JOBS) --dist loadscope --no-loadscope-reorder --durations=40 $(NBVAL) --ignore=tests/browser tests solutions
 

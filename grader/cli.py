@@ -52,6 +52,25 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_site(args) -> int:
+    import importlib.util
+    import subprocess
+
+    from . import site
+
+    missing = [m for m in ("sphinx", "myst_nb", "sphinx_book_theme") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"grader site: {', '.join(missing)} missing: `make site` installs the site's tools", file=sys.stderr)
+        return 2
+    try:
+        entry = site.build()
+    except subprocess.CalledProcessError:
+        print("grader site: sphinx-build failed (its messages are above)", file=sys.stderr)
+        return 1
+    print(f"the reader's edition: {entry}")
+    return 0
+
+
 def cmd_build(args) -> int:
     from .authoring import BuildError, build
 
@@ -218,6 +237,9 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("drill", help="interview drills in the terminal (--list, --verify, --interview)")
     drills.add_arguments(s)
     s.set_defaults(fn=drills.run)
+
+    s = sub.add_parser("site", help="build the reader's edition, a static site of the lessons, in build/site/")
+    s.set_defaults(fn=cmd_site)
 
     s = sub.add_parser("build", help="write notebooks/ from solutions/")
     s.add_argument("--check", action="store_true", help="fail if notebooks/ is stale instead of writing")

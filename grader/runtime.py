@@ -76,13 +76,24 @@ def environment() -> Environment:
     )
 
 
-def physical_cores() -> int | None:
-    """Physical cores of the CPUs this process may run on (SMT siblings counted once), from Linux's sysfs
+def _online_cpus(path: str = "/sys/devices/system/cpu/online") -> set[int]:
+    """The machine's online CPUs, from sysfs's range list (``0-3,8-11``)."""
+    cpus: set[int] = set()
+    with open(path) as f:
+        for part in f.read().strip().split(","):
+            low, _, high = part.partition("-")
+            cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def physical_cores(machine: bool = False) -> int | None:
+    """Physical cores (SMT siblings counted once) of the CPUs this process may run on, or with ``machine`` of
+    every online CPU (MKL caps an OMP_NUM_THREADS request at those, whatever the affinity), from Linux's sysfs
     topology; None where the OS does not say."""
     import os
 
     try:
-        cpus = os.sched_getaffinity(0)
+        cpus = _online_cpus() if machine else os.sched_getaffinity(0)
         cores = set()
         for cpu in cpus:
             with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:

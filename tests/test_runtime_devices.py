@@ -112,3 +112,22 @@ def test_cpu_quota_without_cgroups(tmp_path):
     from grader.runtime import cpu_quota
 
     assert cpu_quota(str(tmp_path / "missing"), str(tmp_path)) == "not reported here (no Linux cgroups)"
+
+
+def test_physical_cores_of_the_affinity_and_of_the_whole_machine(tmp_path):
+    """MKL caps OMP_NUM_THREADS at the machine's physical cores whatever the affinity (lesson 00's claim), so
+    ``machine=True`` counts every online CPU; the default counts the CPUs this process may run on."""
+    import os
+    import subprocess
+    import sys
+
+    from grader import runtime
+
+    (tmp_path / "online").write_text("0-3,8-9\n")
+    assert runtime._online_cpus(str(tmp_path / "online")) == {0, 1, 2, 3, 8, 9}
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    pinned = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+              "from grader.runtime import physical_cores; print(physical_cores(), physical_cores(machine=True))")
+    mine, machine = subprocess.run([sys.executable, "-c", pinned], capture_output=True, text=True, check=True).stdout.split()
+    assert mine == "1" and int(machine) == runtime.physical_cores(machine=True) >= 1

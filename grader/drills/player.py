@@ -62,7 +62,7 @@ def _read_answer(drill: Drill, stdin: TextIO, out: TextIO, prompt: str) -> str |
 
 def run_interview(selection: Sequence[Drill], stdin: TextIO | None = None, stdout: TextIO | None = None,
                   clock: Callable[[], float] = time.monotonic) -> Outcome:
-    """The mock interview in a terminal: each drill with the clock (this question's time and the total),
+    """The mock interview in a terminal: each drill with the total time so far,
     no verdicts until the end, then the report (score, times, every explanation). 'q' or end of input
     stops; the questions not reached count as not answered."""
     stdin = sys.stdin if stdin is None else stdin

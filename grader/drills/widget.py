@@ -15,8 +15,7 @@ def quiz(selection: Sequence[Drill] | None = None, *, use_widgets: bool | None =
          clock: Callable[[], float] = time.monotonic):
     """A quiz over ``selection`` (default: every drill; with ``interview=True``, a mock interview's
     ``interview.draw()``): an ipywidgets quiz (choices, Check, Next, explanation, running score) in a live
-    frontend, or the questions as plain text otherwise, to be answered with ``grader.check`` or in the
-    terminal. ``interview=True`` asks the drills against a clock, with no feedback until the last answer
+    frontend, or the questions as plain text otherwise. ``interview=True`` asks the drills against a clock, with no feedback until the last answer
     (or Stop), then shows the score, the times and every explanation."""
     if selection is None:
         selection = draw() if interview else list(DRILLS.values())
@@ -31,8 +30,7 @@ def quiz(selection: Sequence[Drill] | None = None, *, use_widgets: bool | None =
             print(render(drill, number, len(selection)))
             print()
         where = ".venv/bin/python -m grader drill" + (" --interview" if interview else "")
-        print("(widgets are not available here: answer these in a terminal with "
-              f"`{where}`)")
+        print(f"(widgets are not available here: `{where}` plays drills in a terminal)")
         return None
     if interview:
         return _widget_interview(selection, clock=clock, tick=live)
