@@ -97,7 +97,7 @@ test: deploy $(SITE_STAMP)
 # Ubuntu: apt-get install chromium; CHROMIUM=/path overrides), for lessons 00, 01, 04 and 09. .ci/run
 # runs it after `make test`. Screenshots of failures go to browser-artifacts/.
 test-browser: export TORCHINDUCTOR_VEC_ISA_OK := 1
-test-browser: setup
+test-browser: setup $(SITE_STAMP)
 	$(PY) -m pytest -p no:xdist -q tests/browser
 
 # Everything but whole-notebook execution.

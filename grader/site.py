@@ -9,9 +9,10 @@ stack; Jupyter Book 2 (mystmd) needs Node.
 ``make site``, never edited by hand); ``sphinx-build`` turns it into ``build/site/``. A lesson's page is its
 solution notebook as a reader should see it:
 - teaching cells keep their code and saved outputs (plots as images);
-- an exercise cell shows the learner's stub, never the answer, and no output; a check cell shows no output;
+- an exercise's section shows the learner's stub and no output (not its check's, nor those of the cells after it
+  that reveal the truth); no page shows the progress table or a check's verdict;
 - claim cells show their ✓ lines, their code hidden (myst-nb's ``remove-input``);
-- the notes for authors (``<!-- claim: ... -->`` comments) are dropped;
+- the notes for authors (``<!-- claim: ... -->`` and ``# claim: ...`` comments) are dropped;
 - a first cell links the learner's notebook ("Download notebook", the starter from ``notebooks/``).
 """
 from __future__ import annotations
@@ -29,7 +30,8 @@ from .authoring import CLAIM_TAG, ROOT, SOLUTIONS
 SOURCE = ROOT / "build" / "site-src"
 SITE = ROOT / "build" / "site"
 CHECK_TAG = "nbval-check-output"  # the check cells (authoring.SOLUTION_ONLY_TAGS)
-_COMMENT = re.compile(r"<!--.*?-->[ \t]*\n?", re.S)
+_COMMENT = re.compile(r"[ \t]*<!--.*?-->[ \t]*", re.S)  # the line break after it stays: paragraphs stay apart
+_CODE_ANCHOR = re.compile(r"[ \t]*#\s*claims?:\s*\d\d\.\w+.*$", re.M)  # claims.anchors' comments in code
 
 
 def repository() -> str:
@@ -38,23 +40,42 @@ def repository() -> str:
     return project["urls"]["Repository"].rstrip("/")
 
 
+_HEADING = re.compile(r"^#{1,6} (.*)$", re.M)
+_EXERCISE = re.compile(r"\bExercise \d\d\.\w+")
+
+
+def _shows_outputs(solved: nbformat.NotebookNode, stub: nbformat.NotebookNode, in_exercise: bool) -> bool:
+    """Whether the page shows a code cell's saved outputs: not in an exercise's section (the answer cell, its
+    check, and the cells after it that reveal the truth), not an answer, not the progress table, and a check
+    outside an exercise (lesson 00's untouched exercise) only while it says "not attempted"."""
+    if in_exercise or stub.source != _CODE_ANCHOR.sub("", solved.source) or "grader.progress(" in solved.source:
+        return False
+    if CHECK_TAG in solved.metadata.get("tags", []) or "grader.check(" in solved.source:
+        said = " ".join(str(o.get("text", "")) + str(o.get("data", {})) for o in solved.outputs)
+        return "not attempted" in said and not re.search(r"\b(passed|failed)\b", said)
+    return True
+
+
 def reader_edition(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
     """The page of one lesson: ``nb`` is its executed solution notebook."""
     learner = authoring.starter(nb, name)  # cells[0] is the note to the learner; the rest match nb.cells
     links = nbformat.v4.new_markdown_cell(
         f"{{download}}`Download notebook <../notebooks/{name}>` (your copy, with the exercises to fill in; it runs "
         "in the course's environment: README, Start here)", id="reader-links")
-    cells = [links]
+    cells, in_exercise = [links], False
     for solved, cell in zip(nb.cells, learner.cells[1:], strict=True):
         tags = list(solved.metadata.get("tags", []))
         if cell.cell_type == "markdown":
+            headings = _HEADING.findall(cell.source)
+            if headings:  # an exercise's section runs to the next heading that is not an exercise's
+                in_exercise = bool(_EXERCISE.search(headings[-1]))
             cell.source = _COMMENT.sub("", cell.source).strip("\n")
             if not cell.source:
                 continue
         elif cell.cell_type == "code":
             cell.metadata.pop("jupyter", None)
-            exercise = cell.source != solved.source  # the answer was stripped: show the stub alone
-            if not exercise and CHECK_TAG not in tags and "grader.check(" not in solved.source:
+            cell.source = _CODE_ANCHOR.sub("", cell.source)
+            if _shows_outputs(solved, cell, in_exercise):
                 cell.outputs = [o for o in solved.outputs if o.get("output_type") != "error"]
                 cell.execution_count = solved.get("execution_count")
             if CLAIM_TAG in tags:
@@ -75,6 +96,7 @@ nb_execution_mode = "off"  # the pages show the outputs of the executed solution
 html_theme = "sphinx_book_theme"
 html_title = "Compile & Export"
 html_theme_options = {{"repository_url": "{url}", "use_repository_button": True, "show_toc_level": 2}}
+html_context = {{"default_mode": "light"}}
 suppress_warnings = ["mystnb.unknown_mime_type"]
 '''
 

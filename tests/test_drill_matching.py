@@ -52,3 +52,14 @@ def test_odd_digits_name_nothing_and_never_crash(response):
     for drill in (numeric, text_only):
         assert drills.resolve(drill, response) is None
         assert drills.count_text(response) is None
+
+
+def test_choices_that_open_with_a_count_are_numbers():
+    """02.cudagraph_skip's choices open with their count ("1: it ran compiled ..."): "1" was read as the first
+    choice (the RuntimeError), scoring the right count wrong, and "3" as the third (the "1: ..." choice)."""
+    drill = drills.DRILLS["02.cudagraph_skip"]
+    one = next(c for c in drill.choices if c.startswith("1: "))
+    assert drills.resolve(drill, "1") == one and drills.resolve(drill, "one") == one
+    assert drills.resolve(drill, "0").startswith("0: ") and drills.resolve(drill, "3").startswith("3: ")
+    assert drills.resolve(drill, "2") is None and drills.resolve(drill, "a") == drill.choices[0]
+    assert drills.is_correct(drill, "1", truth=one) and not drills.is_correct(drill, "3", truth=one)

@@ -145,11 +145,17 @@ def count_text(response) -> str | None:
     return str(int(value)) if value == value.to_integral_value() else str(value.normalize())
 
 
+def _choice_number(choice: str) -> str | None:
+    """The number a choice names: itself ("3", "2.0"), or the count that opens it ("1: one graph, ...")."""
+    opening = re.match(r"(-?\d+):\s", choice)
+    return count_text(choice) if opening is None else count_text(opening.group(1))
+
+
 def resolve(drill: Drill, response: str) -> str | None:
     """The choice a response names: its text, its letter (a, b, ... also written "C)", "(c)" or "c."), when no
     choice is itself a number its position counting from 1, or the start of exactly one choice's text (three
     characters at least); for short answers the normalised text. None when it names no choice.
-    (Where the choices are numbers, "3" means three: a count or a line number, never the third choice; and a
+    (Where the choices are numbers, or open with one ("1: ..."), "3" means three: a count or a line number, never the third choice; and a
     number names its choice however it is written: "three", "3.0", "3 graphs", "line 3".)"""
     text = normalize(response)
     if not drill.choices:
@@ -160,13 +166,13 @@ def resolve(drill: Drill, response: str) -> str | None:
     letter = re.fullmatch(r"\(?([a-z])[).:]?", text)
     if letter and "a" <= letter.group(1) < chr(ord("a") + len(drill.choices)):
         return drill.choices[ord(letter.group(1)) - ord("a")]
-    numeric = any(count_text(choice) is not None for choice in drill.choices)  # "4", "-1", "0.0", "2.0"
+    numeric = any(_choice_number(choice) is not None for choice in drill.choices)  # "4", "-1", "2.0", "1: ..."
     if text.isascii() and text.isdigit() and len(text) < 4 and not numeric and 1 <= int(text) <= len(drill.choices):
         return drill.choices[int(text) - 1]
     count = count_text(re.sub(r"^line\s+", "", text)) if numeric else None
     if count is not None:  # "one", "1.0", "1 graph", "line 1": the number 1, read as lesson 09's write_a_drill reads it
         for choice in drill.choices:
-            if count_text(choice) == count:
+            if _choice_number(choice) == count:
                 return choice
     starts = [choice for choice in drill.choices if normalize(choice).startswith(text)] if len(text) >= 3 else []
     return starts[0] if len(starts) == 1 else None

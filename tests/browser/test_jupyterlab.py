@@ -33,8 +33,6 @@ import pytest
 playwright = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
-ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS", ROOT / "browser-artifacts"))
 RUN_ALL_TIMEOUT_S = 240  # one notebook, every cell, on a loaded 2-core machine
 
 
@@ -97,16 +95,6 @@ def lab(tmp_path_factory):
         log.close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():  # this target exists to run in a browser: no silent skip
-        pytest.fail(f"no Chromium at {CHROMIUM}: apt-get install chromium, or set CHROMIUM=/path/to/chromium")
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-
-
 class Notebook:
     """One starter notebook open in JupyterLab, run from the Run menu."""
 
@@ -153,15 +141,15 @@ class Notebook:
     def outputs(self, selector: str = ""):
         return self.page.locator(f".jp-NotebookPanel .jp-OutputArea-output{selector}")
 
-    def screenshot(self) -> Path:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        path = ARTIFACTS / f"{self.name.removesuffix('.ipynb')}.png"
+    def screenshot(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{self.name.removesuffix('.ipynb')}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
 
 
 @pytest.fixture
-def open_notebook(browser, lab, request):
+def open_notebook(browser, lab, request, artifacts):
     opened: list[Notebook] = []
 
     def open_(name: str) -> Notebook:
@@ -172,7 +160,7 @@ def open_notebook(browser, lab, request):
     failed = getattr(request.node, "failed", False)
     for nb in opened:
         if failed:
-            print(f"screenshot: {nb.screenshot()}")
+            print(f"screenshot: {nb.screenshot(artifacts)}")
         nb.page.close()
     base, token, _ = lab
     for session in json.load(_api(base, token, "sessions")):  # free the kernels' memory for the next lesson
