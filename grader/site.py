@@ -9,8 +9,9 @@ stack; Jupyter Book 2 (mystmd) needs Node.
 ``make site``, never edited by hand); ``sphinx-build`` turns it into ``build/site/``. A lesson's page is its
 solution notebook as a reader should see it:
 - teaching cells keep their code and saved outputs (plots as images);
-- an exercise's section shows the learner's stub and no output (not its check's, nor those of the cells after it
-  that reveal the truth); no page shows the progress table or a check's verdict;
+- an exercise shows the learner's stub and no output; after a predict exercise's answer cell, up to the next
+  heading, outputs are folded (myst-nb's ``hide-output``: they show the truth, so the reader predicts first and
+  clicks to see); no page shows the progress table or a check's verdict;
 - claim cells show their ✓ lines, their code hidden (myst-nb's ``remove-input``);
 - the notes for authors (``<!-- claim: ... -->`` and ``# claim: ...`` comments) are dropped;
 - a first cell links the learner's notebook ("Download notebook", the starter from ``notebooks/``).
@@ -41,14 +42,13 @@ def repository() -> str:
 
 
 _HEADING = re.compile(r"^#{1,6} (.*)$", re.M)
-_EXERCISE = re.compile(r"\bExercise \d\d\.\w+")
+_EXERCISE = re.compile(r"\bExercise (\d\d\.\w+)")
 
 
-def _shows_outputs(solved: nbformat.NotebookNode, stub: nbformat.NotebookNode, in_exercise: bool) -> bool:
-    """Whether the page shows a code cell's saved outputs: not in an exercise's section (the answer cell, its
-    check, and the cells after it that reveal the truth), not an answer, not the progress table, and a check
-    outside an exercise (lesson 00's untouched exercise) only while it says "not attempted"."""
-    if in_exercise or stub.source != _CODE_ANCHOR.sub("", solved.source) or "grader.progress(" in solved.source:
+def _shows_outputs(solved: nbformat.NotebookNode, stub: nbformat.NotebookNode) -> bool:
+    """Whether the page shows a code cell's saved outputs: not an answer cell, not the progress table, and a
+    check only while it says "not attempted" (lesson 00's untouched exercise)."""
+    if stub.source != _CODE_ANCHOR.sub("", solved.source) or "grader.progress(" in solved.source:
         return False
     if CHECK_TAG in solved.metadata.get("tags", []) or "grader.check(" in solved.source:
         said = " ".join(str(o.get("text", "")) + str(o.get("data", {})) for o in solved.outputs)
@@ -62,22 +62,28 @@ def reader_edition(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNod
     links = nbformat.v4.new_markdown_cell(
         f"{{download}}`Download notebook <../notebooks/{name}>` (your copy, with the exercises to fill in; it runs "
         "in the course's environment: README, Start here)", id="reader-links")
-    cells, in_exercise = [links], False
+    cells, predicting, revealing = [links], False, False
     for solved, cell in zip(nb.cells, learner.cells[1:], strict=True):
         tags = list(solved.metadata.get("tags", []))
         if cell.cell_type == "markdown":
             headings = _HEADING.findall(cell.source)
-            if headings:  # an exercise's section runs to the next heading that is not an exercise's
-                in_exercise = bool(_EXERCISE.search(headings[-1]))
+            if headings:  # a predict exercise's section runs to the next heading
+                exercise = _EXERCISE.search(headings[-1])
+                predicting = bool(exercise) and registry.get(exercise.group(1)).kind == "predict"
+                revealing = False
             cell.source = _COMMENT.sub("", cell.source).strip("\n")
             if not cell.source:
                 continue
         elif cell.cell_type == "code":
             cell.metadata.pop("jupyter", None)
             cell.source = _CODE_ANCHOR.sub("", cell.source)
-            if _shows_outputs(solved, cell, in_exercise):
+            if _shows_outputs(solved, cell):
                 cell.outputs = [o for o in solved.outputs if o.get("output_type") != "error"]
                 cell.execution_count = solved.get("execution_count")
+                if revealing and cell.outputs:  # the truth of the prediction above: shown on a click
+                    cell.metadata.tags = [*cell.metadata.get("tags", []), "hide-output"]
+            if predicting and cell.source != _CODE_ANCHOR.sub("", solved.source):
+                revealing = True  # the answer cell: what follows it, to the next heading, shows the truth
             if CLAIM_TAG in tags:
                 cell.metadata.tags = [*cell.metadata.get("tags", []), "remove-input"]
         cells.append(cell)

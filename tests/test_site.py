@@ -119,7 +119,13 @@ def test_the_reader_edition_keeps_teaching_outputs_and_drops_the_rest():
     assert len(untouched) == 1 and "not attempted" in str(untouched[0].outputs)  # section 2's untouched exercise
     for cell in code:
         if "grader.progress(" in cell.source or "predicted_shape" in cell.source or "predicted_dtype" in cell.source:
-            assert not cell.outputs, cell.source[:80]  # the answers, their checks, and the cells that reveal them
+            assert not cell.outputs, cell.source[:80]  # the answers, their checks, the progress table
+    reveal = next(c for c in code if c.source.startswith("shape, dtype ="))  # the truth of 00.predict_shape
+    assert reveal.outputs and "hide-output" in reveal.metadata.tags
+    problem = next(c for c in site.reader_edition(authoring.read(ROOT / "solutions" / "05_torch_export.ipynb"),
+                                                  "05_torch_export.ipynb").cells
+                   if c.cell_type == "code" and "inspect.getsource(Scaler)" in c.source)
+    assert problem.outputs and "hide-output" not in problem.metadata.get("tags", [])  # the exercise's model, shown
     claims = [c for c in code if "claim" in c.metadata.get("tags", [])]
     assert all("remove-input" in c.metadata.tags for c in claims) and any(c.outputs for c in claims)
     assert not any("<!--" in c.source for c in page.cells if c.cell_type == "markdown")

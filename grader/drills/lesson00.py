@@ -15,8 +15,7 @@ from .bank import concept, predict
     """,
     """Broadcasting lines shapes up from the right: (2, 1) and (3,) become (2, 1) and (1, 3), and every
     size-1 dimension stretches to match the other, giving (2, 3). Predicting shapes is the first skill the
-    course asks for, because 0/1 specialisation (lessons 04 and 06) exists precisely because a size of 1
-    broadcasts.""",
+    course asks for; sizes of 1 (and 0) come back as 0/1 specialisation in lessons 04 and 06.""",
 )
 def _(ns):
     return str(tuple(ns["result"].shape))
