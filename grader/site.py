@@ -9,7 +9,8 @@ stack; Jupyter Book 2 (mystmd) needs Node.
 ``make site``, never edited by hand); ``sphinx-build`` turns it into ``build/site/``. A lesson's page is its
 solution notebook as a reader should see it:
 - teaching cells keep their code and saved outputs (plots as images);
-- an exercise shows the learner's stub and no output; after a predict exercise's answer cell, up to the next
+- an exercise shows the learner's stub and no output, nor does any cell of its section that uses its answer
+  (the solution's answer would show); after a predict exercise's answer cell, up to the next
   heading, outputs are folded (myst-nb's ``hide-output``: they show the truth, so the reader predicts first and
   clicks to see); no page shows the progress table or a check's verdict;
 - claim cells show their ✓ lines, their code hidden (myst-nb's ``remove-input``);
@@ -31,7 +32,7 @@ from .authoring import CLAIM_TAG, ROOT, SOLUTIONS
 SOURCE = ROOT / "build" / "site-src"
 SITE = ROOT / "build" / "site"
 CHECK_TAG = "nbval-check-output"  # the check cells (authoring.SOLUTION_ONLY_TAGS)
-_COMMENT = re.compile(r"[ \t]*<!--.*?-->[ \t]*", re.S)  # the line break after it stays: paragraphs stay apart
+_COMMENT = re.compile(r"<!--.*?-->[ \t]*", re.S)  # the blanks before it and the line break after it stay
 _CODE_ANCHOR = re.compile(r"[ \t]*#\s*claims?:\s*\d\d\.\w+.*$", re.M)  # claims.anchors' comments in code
 
 
@@ -43,6 +44,16 @@ def repository() -> str:
 
 _HEADING = re.compile(r"^#{1,6} (.*)$", re.M)
 _EXERCISE = re.compile(r"\bExercise (\d\d\.\w+)")
+
+
+def _names(source: str) -> set[str]:
+    """The names a cell's code reads or binds: a cell that uses an exercise's answer shows the solution's answer."""
+    import ast
+
+    try:
+        return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
+    except SyntaxError:
+        return set()
 
 
 def _shows_outputs(solved: nbformat.NotebookNode, stub: nbformat.NotebookNode) -> bool:
@@ -62,7 +73,7 @@ def reader_edition(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNod
     links = nbformat.v4.new_markdown_cell(
         f"{{download}}`Download notebook <../notebooks/{name}>` (your copy, with the exercises to fill in; it runs "
         "in the course's environment: README, Start here)", id="reader-links")
-    cells, predicting, revealing = [links], False, False
+    cells, predicting, revealing, answers = [links], False, False, set()
     for solved, cell in zip(nb.cells, learner.cells[1:], strict=True):
         tags = list(solved.metadata.get("tags", []))
         if cell.cell_type == "markdown":
@@ -70,14 +81,14 @@ def reader_edition(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNod
             if headings:  # a predict exercise's section runs to the next heading
                 exercise = _EXERCISE.search(headings[-1])
                 predicting = bool(exercise) and registry.get(exercise.group(1)).kind == "predict"
-                revealing = False
+                revealing, answers = False, set(registry.get(exercise.group(1)).answers) if exercise else set()
             cell.source = _COMMENT.sub("", cell.source).strip("\n")
             if not cell.source:
                 continue
         elif cell.cell_type == "code":
             cell.metadata.pop("jupyter", None)
             cell.source = _CODE_ANCHOR.sub("", cell.source)
-            if _shows_outputs(solved, cell):
+            if _shows_outputs(solved, cell) and not (answers & _names(solved.source)):
                 cell.outputs = [o for o in solved.outputs if o.get("output_type") != "error"]
                 cell.execution_count = solved.get("execution_count")
                 if revealing and cell.outputs:  # the truth of the prediction above: shown on a click

@@ -126,7 +126,25 @@ def test_the_reader_edition_keeps_teaching_outputs_and_drops_the_rest():
                                                   "05_torch_export.ipynb").cells
                    if c.cell_type == "code" and "inspect.getsource(Scaler)" in c.source)
     assert problem.outputs and "hide-output" not in problem.metadata.get("tags", [])  # the exercise's model, shown
+    drills_page = site.reader_edition(authoring.read(ROOT / "solutions" / "09_interview_drills.ipynb"),
+                                      "09_interview_drills.ipynb")
+    played = [c for c in drills_page.cells if c.cell_type == "code" and "as_drill(my_drill)" in c.source]
+    assert played and not any(c.outputs for c in played)  # playing the solution's drill would show it
     claims = [c for c in code if "claim" in c.metadata.get("tags", [])]
     assert all("remove-input" in c.metadata.tags for c in claims) and any(c.outputs for c in claims)
     assert not any("<!--" in c.source for c in page.cells if c.cell_type == "markdown")
     nbformat.validate(page)
+
+
+@pytest.mark.parametrize("lesson", list(registry.lessons().values()), ids=lambda lesson: lesson.number)
+def test_dropping_the_author_notes_keeps_the_prose_as_written(lesson):
+    """Without its <!-- claim --> notes a markdown cell has the same words in the same lines: no sentence runs into
+    the next, no bullet loses its space, no paragraph merges with the next."""
+    solved = authoring.read(ROOT / "solutions" / lesson.notebook)
+    page = site.reader_edition(solved, lesson.notebook)
+    written = [re.sub(r"<!--.*?-->", "", c.source, flags=re.S) for c in solved.cells if c.cell_type == "markdown"]
+    shown = [c.source for c in page.cells[1:] if c.cell_type == "markdown"]
+    written = [text for text in written if text.strip()]
+    assert [[line.split() for line in t.strip("\n").splitlines()] for t in written] == \
+        [[line.split() for line in t.splitlines()] for t in shown]
+
