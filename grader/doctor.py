@@ -116,8 +116,9 @@ def report() -> str:
             lines.append(f"  not installed, and the course needs them: {', '.join(absent)}")
             problems.append(f"{', '.join(absent)} not installed: `make setup` installs the pinned set")
         if optional:
-            lines.append(f"  not installed, optional ({len(optional)}: `make deploy` adds TVM and ExecuTorch, `make test` "
-                         f"the test tools, each with what it needs): {', '.join(optional)}")
+            lines.append(f"  not installed, optional ({len(optional)}: `make deploy` adds TVM and ExecuTorch, `make site` "
+                         "the site's tools, `make test` all of them and the test tools, each with what it needs): "
+                         + ", ".join(optional))
         if differ:
             problems.append(f"{len(differ)} package(s) differ from constraints.txt: `make setup` installs the pinned set")
     else:
