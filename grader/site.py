@@ -56,10 +56,10 @@ def _names(source: str) -> set[str]:
         return set()
 
 
-def _shows_outputs(solved: nbformat.NotebookNode, stub: nbformat.NotebookNode) -> bool:
-    """Whether the page shows a code cell's saved outputs: not an answer cell, not the progress table, and a
-    check only while it says "not attempted" (lesson 00's untouched exercise)."""
-    if stub.source != _CODE_ANCHOR.sub("", solved.source) or "grader.progress(" in solved.source:
+def _shows_outputs(solved: nbformat.NotebookNode) -> bool:
+    """Whether the page shows the saved outputs of a code cell that is no answer cell: not the progress table,
+    and a check only while it says "not attempted" (lesson 00's untouched exercise)."""
+    if "grader.progress(" in solved.source:
         return False
     if CHECK_TAG in solved.metadata.get("tags", []) or "grader.check(" in solved.source:
         said = " ".join(str(o.get("text", "")) + str(o.get("data", {})) for o in solved.outputs)
@@ -88,12 +88,13 @@ def reader_edition(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNod
         elif cell.cell_type == "code":
             cell.metadata.pop("jupyter", None)
             cell.source = _CODE_ANCHOR.sub("", cell.source)
-            if _shows_outputs(solved, cell) and not (answers & _names(solved.source)):
+            answer_cell = cell.source != _CODE_ANCHOR.sub("", solved.source)  # the answer was stripped: a stub
+            if not answer_cell and _shows_outputs(solved) and not (answers & _names(solved.source)):
                 cell.outputs = [o for o in solved.outputs if o.get("output_type") != "error"]
                 cell.execution_count = solved.get("execution_count")
                 if revealing and cell.outputs:  # the truth of the prediction above: shown on a click
                     cell.metadata.tags = [*cell.metadata.get("tags", []), "hide-output"]
-            if predicting and cell.source != _CODE_ANCHOR.sub("", solved.source):
+            if predicting and answer_cell:
                 revealing = True  # the answer cell: what follows it, to the next heading, shows the truth
             if CLAIM_TAG in tags:
                 cell.metadata.tags = [*cell.metadata.get("tags", []), "remove-input"]
