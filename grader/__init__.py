@@ -13,19 +13,12 @@ Importing this package has no side effects; ``setup()`` does the little a lesson
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-try:
-    from .claims import claim
-    from .result import Result, Status
-except ModuleNotFoundError as missing:
-    if sys.argv[:1] != ["-m"]:  # Python sets argv[0] to "-m" while it imports the package of `python -m grader`
-        raise
-    raise SystemExit(f"python -m grader: this Python ({sys.executable}) lacks the course's packages (no module "
-                     f"{missing.name!r}); run `make setup` once, then `.venv/bin/python -m grader ...` "
-                     "(or `source .venv/bin/activate` first)") from None
+# Standard library only, up to here and in these two (grader/colab.py runs before the course's packages are there)
+from .claims import claim
+from .result import Result, Status
 
 # torch and matplotlib load on first use of a name that needs them, so `python -m grader` starts in a
 # fraction of a second and imports torch only when a command has a use for it.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,13 +124,45 @@ def read(path: Path) -> nbformat.NotebookNode:
 
 
 LEARNER_NOTE = ("> **Your copy of this lesson.** Fill in the `...` and the `# YOUR CODE HERE` stubs, then run the "
-                "check cell under each. Save it (Ctrl+S) before grading it with `grader run`.")
+                "check cell under each. Save it (Ctrl+S) before grading it with `grader run`. The first code cell "
+                "sets the course up where it is missing (Colab); in `make lab` it does nothing.")
+BRANCH = "main"  # the branch "Open in Colab" opens and the setup cell installs from
+
+
+def repository() -> str:
+    """The course's repository, named in one place: pyproject.toml's ``[project.urls] Repository``."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return project["urls"]["Repository"].rstrip("/")
+
+
+def colab_url(name: str) -> str:
+    """Where Colab opens the learner's copy of lesson ``name`` (its starter in notebooks/, from GitHub)."""
+    where = re.fullmatch(r"https://github\.com/([^/]+/[^/]+)", repository())
+    if not where:
+        raise BuildError(f"Colab opens notebooks from GitHub: {repository()} is not a github.com repository")
+    return f"https://colab.research.google.com/github/{where.group(1)}/blob/{BRANCH}/notebooks/{name}"
+
+
+def setup_source() -> str:
+    """The setup cell of every starter (grader/colab.py says what ``install`` does)."""
+    return f"""# Setup: where the course is not installed (Colab), this installs it (grader/colab.py); in `make lab`, nothing.
+import importlib.util, os, subprocess, sys
+if importlib.util.find_spec("grader") is None:
+    source = os.environ.get("COMPILE_EXPORT_PACKAGE", "git+{repository()}@{BRANCH}")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", source], check=True)
+    importlib.invalidate_caches()
+    import grader.colab; grader.colab.install()"""
+
+
+GENERATED_IDS = ("generated-note", "course-setup")  # the cells a starter has and its solution has not
 
 
 def starter(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
     """The learner's copy of a solution notebook. That it is generated, and from what, is in its metadata
     (``course.generated_from``): the learner reads a note written for them."""
-    cells = [nbformat.v4.new_markdown_cell(LEARNER_NOTE, id="generated-note")]
+    setup = nbformat.v4.new_code_cell(setup_source(), id="course-setup")
+    setup.metadata.jupyter = nbformat.NotebookNode(source_hidden=True)
+    cells = [nbformat.v4.new_markdown_cell(LEARNER_NOTE, id="generated-note"), setup]
     for index, cell in enumerate(nb.cells):
         new = nbformat.NotebookNode(
             cell_type=cell.cell_type,

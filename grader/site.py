@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import tomllib
 from pathlib import Path
 
 import nbformat
@@ -34,12 +33,6 @@ SITE = ROOT / "build" / "site"
 CHECK_TAG = "nbval-check-output"  # the check cells (authoring.SOLUTION_ONLY_TAGS)
 _COMMENT = re.compile(r"<!--.*?-->[ \t]*", re.S)  # the blanks before it and the line break after it stay
 _CODE_ANCHOR = re.compile(r"[ \t]*#\s*claims?:\s*\d\d\.\w+.*$", re.M)  # claims.anchors' comments in code
-
-
-def repository() -> str:
-    """The course's repository: pyproject.toml's ``[project.urls] Repository`` (the site's repository button)."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return project["urls"]["Repository"].rstrip("/")
 
 
 _HEADING = re.compile(r"^#{1,6} (.*)$", re.M)
@@ -69,12 +62,14 @@ def _shows_outputs(solved: nbformat.NotebookNode) -> bool:
 
 def reader_edition(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
     """The page of one lesson: ``nb`` is its executed solution notebook."""
-    learner = authoring.starter(nb, name)  # cells[0] is the note to the learner; the rest match nb.cells
+    learner = authoring.starter(nb, name)
     links = nbformat.v4.new_markdown_cell(
-        f"{{download}}`Download notebook <../notebooks/{name}>` (your copy, with the exercises to fill in; it runs "
-        "in the course's environment: README, Start here)", id="reader-links")
+        f"{{download}}`Download notebook <../notebooks/{name}>` · [Open in Colab]({authoring.colab_url(name)}) "
+        "(your copy, with the exercises to fill in, checked by the course's grader: in `make lab`, or on Colab, "
+        "where its first cell installs the course)", id="reader-links")
+    own = [cell for cell in learner.cells if cell.get("id") not in authoring.GENERATED_IDS]  # these match nb.cells
     cells, predicting, revealing, answers = [links], False, False, set()
-    for solved, cell in zip(nb.cells, learner.cells[1:], strict=True):
+    for solved, cell in zip(nb.cells, own, strict=True):
         tags = list(solved.metadata.get("tags", []))
         if cell.cell_type == "markdown":
             headings = _HEADING.findall(cell.source)
@@ -127,8 +122,8 @@ def _index(pages: list[tuple[str, str]]) -> str:
 
 From PyTorch eager mode to `torch.compile`, `torch.export` and ONNX. This is the reader's edition: every
 lesson with the outputs of a run (torch {_torch_version()}, a CPU). The exercises show the stubs a learner
-fills in; to do them, download a lesson's notebook and run it in the course's environment (`make lab`),
-where the course's `grader` checks your answers.
+fills in; to do them, download a lesson's notebook and run it in the course's environment (`make lab`), or
+open it on Colab (its first cell installs the course there): the course's `grader` checks your answers.
 
 | lesson | |
 | --- | --- |
@@ -155,7 +150,7 @@ def write_source(dest: Path = SOURCE) -> list[Path]:
         shutil.rmtree(dest)
     (dest / "lessons").mkdir(parents=True)
     (dest / "notebooks").mkdir()
-    url = repository()
+    url = authoring.repository()
     pages, written = [], []
     for lesson in registry.lessons().values():
         solved = authoring.read(SOLUTIONS / lesson.notebook)

@@ -3,6 +3,7 @@
 import nbformat
 import pytest
 
+from grader import authoring
 from grader.authoring import BuildError, build, dumps, starter, strip_solutions
 
 
@@ -53,7 +54,7 @@ def test_build_writes_marked_clean_starters_and_check_detects_drift(tmp_path):
     assert build(sol, out).written == ["00_x.ipynb"]
     nb = nbformat.reads((out / "00_x.ipynb").read_text(), as_version=4)
     assert "solutions/00_x.ipynb" in nb.metadata.course.generated_from and "solutions" not in nb.cells[0].source
-    code = nb["cells"][2]
+    code = nb["cells"][len(authoring.GENERATED_IDS) + 1]  # after the generated cells and the title
     assert code["source"] == "answer = ...  # your answer"
     assert code["outputs"] == [] and code["execution_count"] is None
     assert "tags" not in code["metadata"]
@@ -100,7 +101,7 @@ def test_a_claim_cell_is_collapsed_in_the_learners_copy_and_still_runs():
         nbformat.v4.new_code_cell("x = 2 + 2"),
         nbformat.v4.new_code_cell('grader.claim("00.sum", x == 4)', metadata={"tags": ["claim"]}),
     ])
-    teaching, claim = starter(nb, "00_x.ipynb").cells[1:]
+    teaching, claim = starter(nb, "00_x.ipynb").cells[len(authoring.GENERATED_IDS):]
     assert claim.metadata.jupyter == {"source_hidden": True} and claim.metadata.tags == ["claim"]
     assert claim.source == 'grader.claim("00.sum", x == 4)'  # collapsed, not removed: it runs
     assert "jupyter" not in teaching.metadata

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
-from grader import cli, grading, registry, result, tracking
+from grader import authoring, cli, grading, registry, result, tracking
 
 ROOT = Path(__file__).resolve().parents[1]
 # The README and the documents it links (docs/instructors.md, docs/authors.md), read as one text
@@ -51,6 +51,14 @@ def test_the_lesson_map_links_every_lesson():
     linked = re.findall(r"^\| (\d\d) \| \[[^]]+\]\(notebooks/([^)]+)\)", README, re.M)
     assert linked == [(n, lesson.notebook) for n, lesson in registry.lessons().items()]
     assert all((ROOT / "notebooks" / notebook).exists() for _, notebook in linked)
+
+
+def test_the_readme_links_the_site_and_a_colab_badge_per_lesson():
+    assert f"<{PYPROJECT['project']['urls']['Documentation']}>" in README
+    for number, lesson in registry.lessons().items():
+        row = re.search(rf"^\| {number} \|.*$", README, re.M).group(0)
+        assert "colab-badge.svg" in row and row.endswith(f"]({authoring.colab_url(lesson.notebook)}) |"), number
+    assert re.search(r"replaces any other by torch (\d+\.\d+\.\d+)", README).group(1) == _pinned("torch")
 
 
 def test_the_result_statuses_are_the_seven_named():

@@ -41,7 +41,8 @@ def _answer_lines(lesson_notebook: str) -> tuple[set[str], set[str]]:
     solved = authoring.read(ROOT / "solutions" / lesson_notebook)
     starter = authoring.starter(solved, lesson_notebook)
     shown, answers = set(), []
-    for cell, stub in zip(solved.cells, starter.cells[1:], strict=True):
+    own = [cell for cell in starter.cells if cell.get("id") not in authoring.GENERATED_IDS]
+    for cell, stub in zip(solved.cells, own, strict=True):
         shown.update(line.strip() for line in stub.source.splitlines())
         if cell.cell_type == "code" and cell.source != stub.source:
             answers += cell.source.splitlines()
@@ -52,7 +53,7 @@ def _answer_lines(lesson_notebook: str) -> tuple[set[str], set[str]]:
     return {line for line in lines if len(line) >= 16}, shown
 
 
-def test_every_lesson_has_a_page_with_its_download_link(built):
+def test_every_lesson_has_a_page_with_its_download_and_colab_links(built):
     index = (built / "index.html").read_text(encoding="utf-8")
     for lesson, page in zip(registry.lessons().values(), _pages(built)):
         assert page.exists(), page
@@ -63,6 +64,8 @@ def test_every_lesson_has_a_page_with_its_download_link(built):
         downloaded = (page.parent / downloads[0]).resolve()
         assert downloaded.read_bytes() == (ROOT / "notebooks" / lesson.notebook).read_bytes(), \
             f"{page.name}: the download is not the learner's notebook"
+        assert f'href="{authoring.colab_url(lesson.notebook)}"' in text, f"{page.name}: no Open in Colab link"
+        assert "course-setup" not in text and "COMPILE_EXPORT_PACKAGE" not in text, f"{page.name} shows the setup cell"
 
 
 def test_internal_links_and_images_resolve(built):

@@ -191,11 +191,15 @@ def test_00_setup_runs_clean_in_the_learners_copy_with_its_claim_cell_collapsed(
     nb = open_notebook("00_setup.ipynb")
     nb.run_all()
     assert_ran_cleanly(nb)
-    # The claim cells (tagged "claim"): their input collapsed to JupyterLab's placeholder, their ✓ lines shown.
-    tagged = sum("claim" in cell.metadata.get("tags", []) for cell in nbformat.reads(starter.decode(), as_version=4).cells)
-    claims = nb.page.locator(".jp-NotebookPanel .jp-CodeCell", has=nb.page.locator(".jp-InputPlaceholder"))
-    shown = [claims.nth(i).inner_text() for i in range(claims.count())]
-    assert len(shown) == tagged >= 2, (len(shown), tagged)
+    # The setup cell (first) and the claim cells (tagged "claim"): their input collapsed to JupyterLab's placeholder,
+    # the claims' ✓ lines shown; the setup cell says nothing in the course's environment.
+    cells = nbformat.reads(starter.decode(), as_version=4).cells
+    tagged = sum("claim" in cell.metadata.get("tags", []) for cell in cells)
+    assert [c.get("id") for c in cells if c.cell_type == "code"][0] == "course-setup"
+    collapsed = nb.page.locator(".jp-NotebookPanel .jp-CodeCell", has=nb.page.locator(".jp-InputPlaceholder"))
+    shown = [collapsed.nth(i).inner_text() for i in range(collapsed.count())]
+    assert len(shown) == tagged + 1 and tagged >= 2, (len(shown), tagged)
+    assert collapsed.first.locator(".jp-OutputArea-output").count() == 0, shown[0]
     assert not any("grader.claim(" in text for text in shown) and any("✓ 00.mkl_num_threads holds" in t for t in shown)
     nb.page.keyboard.press("Control+s")  # saving writes the learner's copy in work/, never notebooks/
     saved = course / "work" / "00_setup.ipynb"

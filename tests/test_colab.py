@@ -1,0 +1,199 @@
+"""The Colab path: the setup cell every starter begins with (grader/colab.py), met as Colab would meet it.
+
+A fresh venv that already has a torch (and the ipykernel a hosted notebook runs on) and none of the course's
+packages; the setup cell, run by nbclient, installs the course from a wheel built here from this checkout
+(``COMPILE_EXPORT_PACKAGE``) and the pinned set from the machine's own package sources. Both branches: a torch
+the course supports is kept (then lesson 00 runs top to bottom with its checks passing), one it does not is
+replaced. Only the pinned CPU wheel is at hand here, so the unsupported torch is that wheel with its reported
+version rewritten.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from grader import authoring, colab, doctor
+
+ROOT = Path(__file__).resolve().parent.parent
+PINNED = doctor.pinned()
+KERNEL = "compile-export-colab-probe"
+
+
+# ---- what the setup cell decides -------------------------------------------------------------------------------
+
+REQUIRED = ["torch", "numpy", "ipykernel", "onnx"]
+
+
+@pytest.mark.parametrize("torch_now", ["2.11.0", "2.12.1+cu126", "2.15.0"])
+def test_a_supported_torch_is_kept(torch_now):
+    requirements, constraints = colab.plan(PINNED, torch_now, REQUIRED, in_kernel=False, kernel_now=None)
+    assert constraints["torch"] == torch_now
+    assert constraints["numpy"] == PINNED["numpy"] and "torch" in requirements
+
+
+@pytest.mark.parametrize("torch_now", [None, "2.10.0", "2.9.1+cu126", "2.16.0", "3.0.0"])
+def test_any_other_torch_is_replaced_by_the_pinned_one(torch_now):
+    _, constraints = colab.plan(PINNED, torch_now, REQUIRED, in_kernel=False, kernel_now=None)
+    assert constraints["torch"] == PINNED["torch"]
+
+
+def test_the_kernel_the_notebook_runs_on_is_kept():
+    inside, constraints = colab.plan(PINNED, "2.13.0", REQUIRED, in_kernel=True, kernel_now="6.17.1")
+    assert "ipykernel" not in inside and "ipykernel" not in constraints
+    outside, constraints = colab.plan(PINNED, "2.13.0", REQUIRED, in_kernel=False, kernel_now="6.17.1")
+    assert "ipykernel" in outside and constraints["ipykernel"] == PINNED["ipykernel"]
+
+
+def test_the_supported_range_is_the_packages_own():
+    """doctor.TORCHES, which colab.supported reads, is pyproject's torch requirement."""
+    text = (ROOT / "pyproject.toml").read_text()
+    low, high = re.search(r'"torch>=(\d+\.\d+),<(\d+\.\d+)"', text).groups()
+    assert doctor.TORCHES[0] == tuple(map(int, low.split(".")))
+    major, minor = map(int, high.split("."))
+    assert doctor.TORCHES[1] == (major, minor - 1)
+
+
+# ---- the cell in the starters ----------------------------------------------------------------------------------
+
+def _setup_cells() -> dict[str, nbformat.NotebookNode]:
+    cells = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(str(path), as_version=4)
+        cells[path.name] = next(c for c in nb.cells if c.cell_type == "code")
+    return cells
+
+
+def test_every_starter_begins_with_the_setup_cell_naming_the_repository():
+    repository = authoring.repository()
+    cells = _setup_cells()
+    assert len(cells) == len(list((ROOT / "solutions").glob("*.ipynb"))) >= 10
+    for name, cell in cells.items():
+        assert cell.get("id") == "course-setup", name
+        assert cell.source == authoring.setup_source(), name
+    assert f"git+{repository}@{authoring.BRANCH}" in authoring.setup_source()
+
+
+def test_in_the_course_environment_the_setup_cell_does_nothing(tmp_path):
+    """Run where the course is installed (this venv), outside the checkout: no output, no pip."""
+    done = subprocess.run([sys.executable, "-c", authoring.setup_source() + "\nprint('imported', 'grader.colab' in sys.modules)"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "COMPILE_EXPORT_PACKAGE": str(tmp_path / "no-such.whl")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "imported False\n" and done.stderr == ""
+
+
+def test_colab_links_open_the_starters_from_the_repository():
+    url = authoring.colab_url("00_setup.ipynb")
+    owner_repo = authoring.repository().removeprefix("https://github.com/")
+    assert url == f"https://colab.research.google.com/github/{owner_repo}/blob/{authoring.BRANCH}/notebooks/00_setup.ipynb"
+
+
+# ---- as Colab meets it: a fresh venv with a torch ---------------------------------------------------------------
+
+def _pip(python: Path, *args: str) -> None:
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+                   check=True, capture_output=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def hosted(tmp_path_factory):
+    """(python, wheel, jupyter path): a fresh venv with the pinned torch and an ipykernel, nothing of the course;
+    the course as a wheel built from this checkout; a kernel spec for the venv's Python."""
+    where = tmp_path_factory.mktemp("colab")
+    subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, timeout=120)
+    python = where / "venv" / "bin" / "python"
+    _pip(python, "-c", str(ROOT / "constraints.txt"), f"torch=={PINNED['torch']}", "ipykernel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(ROOT),
+                    "-w", str(where / "wheel")], check=True, capture_output=True, timeout=300)
+    wheel = next((where / "wheel").glob("compile_export-*.whl"))
+    subprocess.run([str(python), "-m", "ipykernel", "install", "--prefix", str(where / "jupyter"), "--name", KERNEL],
+                   check=True, capture_output=True, timeout=120)
+    return python, wheel, where / "jupyter" / "share" / "jupyter"
+
+
+def _execute(nb: nbformat.NotebookNode, hosted, cwd: Path, monkeypatch, timeout: int = 900) -> nbformat.NotebookNode:
+    python, wheel, jupyter = hosted
+    monkeypatch.setenv("JUPYTER_PATH", str(jupyter))
+    monkeypatch.setenv("COMPILE_EXPORT_PACKAGE", str(wheel))
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setenv("GRADER_HOME", str(cwd / "home"))
+    NotebookClient(nb, kernel_name=KERNEL, timeout=timeout, resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
+
+
+def _said(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+
+
+def _torch_record(python: Path) -> tuple[str, int]:
+    """torch's installed version and the inode of its version.py (a reinstall writes a new file)."""
+    code = ("import importlib.metadata as m, importlib.util as u, os; spec = u.find_spec('torch'); "
+            "print(m.version('torch'), os.stat(os.path.join(os.path.dirname(spec.origin), 'version.py')).st_ino)")
+    version, inode = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    return version, int(inode)
+
+
+def _report_torch_as(python: Path, version: str) -> Path:
+    """Make the venv's torch report ``version`` wherever pip and importlib.metadata read it (its dist-info's
+    name, METADATA and RECORD): only the pinned wheel is at hand here. Returns the venv's site-packages."""
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (info,) = site.glob("torch-*.dist-info")
+    metadata, record = info / "METADATA", info / "RECORD"
+    metadata.write_text(re.sub(r"^Version: .*$", f"Version: {version}", metadata.read_text(), count=1, flags=re.M))
+    record.write_text(record.read_text().replace(f"{info.name}/", f"torch-{version}.dist-info/"))
+    info.rename(site / f"torch-{version}.dist-info")
+    assert _torch_record(python)[0] == version
+    return site
+
+
+def _setup_cell() -> nbformat.NotebookNode:
+    return nbformat.v4.new_code_cell(authoring.setup_source())
+
+
+@pytest.mark.notebooks
+def test_a_hosted_torch_is_kept_and_lesson_00_passes(hosted, tmp_path, monkeypatch):
+    python = hosted[0]
+    _report_torch_as(python, "2.12.0")  # supported, and not the pinned one (the course would install that)
+    before = _torch_record(python)
+    lesson = authoring.read(ROOT / "solutions" / "00_setup.ipynb")
+    lesson.cells.insert(0, _setup_cell())  # the starter's setup cell on top of the solution, so the checks can pass
+    _execute(lesson, hosted, tmp_path, monkeypatch)
+    said = _said(lesson.cells[0]).strip()
+    assert "\n" not in said and said.startswith("Set up the course: compile-export"), said
+    assert f"kept torch {before[0]} " in said and "Restart" not in said, said
+    assert _torch_record(python) == before  # the same files: not reinstalled
+    installed = json.loads(subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True,
+                                          text=True, check=True).stdout)
+    versions = {doctor._canonical(p["name"]): p["version"] for p in installed}
+    course = [name for name in doctor._required() if name not in ("torch", "ipykernel")]
+    assert len(course) >= 10
+    for name in course:  # the course's packages, at the tested versions
+        assert versions.get(name) == PINNED[name], (name, versions.get(name))
+    verdicts = [o["data"]["text/plain"] for c in lesson.cells if c.cell_type == "code" and "grader.check(" in c.source
+                for o in c.outputs if o.get("output_type") == "execute_result"]
+    answered = [v for v in verdicts if "not attempted" not in v]
+    assert answered and all(re.search(r": passed \(\d+/\d+\)$", v) for v in answered), verdicts
+
+
+@pytest.mark.notebooks
+def test_an_unsupported_torch_is_replaced_by_the_pinned_one(hosted, tmp_path, monkeypatch):
+    python = hosted[0]
+    subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", "compile-export"], capture_output=True)
+    site = _report_torch_as(python, "2.10.0")
+    assert _torch_record(python)[0] == "2.10.0"
+    nb = nbformat.v4.new_notebook(cells=[_setup_cell(), nbformat.v4.new_code_cell("import torch; print(torch.__version__)")])
+    _execute(nb, hosted, tmp_path, monkeypatch)
+    said = _said(nb.cells[0]).strip()
+    assert "\n" not in said and f"replaced torch 2.10.0 by {PINNED['torch']}" in said, said
+    assert _torch_record(python)[0].split("+")[0] == PINNED["torch"]
+    assert [p.name for p in site.glob("torch-*.dist-info")] == [f"torch-{_torch_record(python)[0]}.dist-info"]
+    assert _said(nb.cells[1]).strip().split("+")[0] == PINNED["torch"]
