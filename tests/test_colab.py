@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -111,7 +112,11 @@ def hosted(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, timeout=120)
     python = where / "venv" / "bin" / "python"
     _pip(python, "-c", str(ROOT / "constraints.txt"), f"torch=={PINNED['torch']}", "ipykernel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(ROOT),
+    source = where / "source"  # a copy of what the wheel is built from: building in the checkout would write there
+    shutil.copytree(ROOT / "grader", source / "grader", ignore=shutil.ignore_patterns("__pycache__"))  # links followed
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copyfile(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(source),
                     "-w", str(where / "wheel")], check=True, capture_output=True, timeout=300)
     wheel = next((where / "wheel").glob("compile_export-*.whl"))
     subprocess.run([str(python), "-m", "ipykernel", "install", "--prefix", str(where / "jupyter"), "--name", KERNEL],
