@@ -204,7 +204,7 @@ class Integrity:
         from operator import attrgetter
         from types import FunctionType
 
-        taken: dict = {"spaces": {}, "configs": {}, "code": None}
+        taken: dict = {"spaces": {}, "configs": {}, "code": None, "written": {}}
         if copies:
             found = []
             for name, namespace in self._spaces:
@@ -214,7 +214,9 @@ class Integrity:
             taken["code"] = (found, tuple(map(id, map(attrgetter("__code__"), found))))
         for name, module in self._configs:
             try:
-                taken["configs"][name] = {k: _value_print(v) for k, v in module.get_config_copy().items()}
+                values = module.get_config_copy()  # a deep copy
+                taken["configs"][name] = {k: _value_print(v) for k, v in values.items()}
+                taken["written"].update({(name, k): values[k] for n, k in _TORCH_WRITES if n == name and k in values})
             except Exception:
                 pass
         taken["sys"] = _interpreter_hooks()
@@ -252,7 +254,9 @@ class Integrity:
             names += [f"{f.__module__}.{f.__qualname__}" for f, code in zip(functions, codes) if id(f.__code__) != code]
         for name, values in before["configs"].items():
             values_now = now["configs"].get(name, values)
-            names += [f"{name}.{k}" for k, v in values.items() if values_now.get(k, v) != v]
+            names += [f"{name}.{k}" for k, v in values.items() if values_now.get(k, v) != v
+                      and not _TORCH_WRITES.get((name, k), _never)(before["written"].get((name, k)),
+                                                                   now["written"].get((name, k)))]
         if now["sys"] != before["sys"]:
             names += [f"{what} (set by your code)" for what in sorted(set(now["sys"]) | set(before["sys"]))
                       if before["sys"].get(what) != now["sys"].get(what)]
@@ -260,6 +264,39 @@ class Integrity:
 
 
 _ABSENT = object()
+
+
+def _never(before, now) -> bool:
+    return False
+
+
+def _aoti_metadata_written(before, now) -> bool:
+    """Whether ``now`` is ``before`` plus what AOTInductor writes there itself when it compiles, in place, through
+    the public API an answer may call (``aoti_compile_and_package``): the device it compiled for and that device's
+    information (torch/_inductor/codecache.py: ``metadata["AOTI_DEVICE_KEY"] = device_type``, then
+    ``metadata.update(get_device_information(device_type))``). The expected values are recomputed here, for each
+    device this machine has; plain ``str`` keys and values only, nothing removed or changed."""
+    if type(before) is not dict or type(now) is not dict \
+            or any(type(k) is not str or type(v) is not str for k, v in now.items()) \
+            or any(now.get(k) != v for k, v in before.items()):
+        return False
+    added = {k: v for k, v in now.items() if k not in before}
+    import torch
+    from torch._inductor.codecache import get_device_information
+
+    for device in ("cpu", *(["cuda"] if torch.cuda.is_available() else [])):
+        try:
+            expected = {"AOTI_DEVICE_KEY": device, **get_device_information(device)}
+        except Exception:
+            continue
+        if added.items() <= expected.items():
+            return True
+    return False
+
+
+# Config values torch writes in place itself, through a public API an answer may call: (config module, key) ->
+# whether a change from ``before`` to ``now`` is exactly torch's write. Any other change is the answer's.
+_TORCH_WRITES = {("torch._inductor.config", "aot_inductor.metadata"): _aoti_metadata_written}
 
 
 _AUDIT = {"installed": False, "added": 0}  # a dict changed in place: its identity, which Integrity watches, stays

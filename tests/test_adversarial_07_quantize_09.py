@@ -739,3 +739,14 @@ def test_an_answer_of_the_wrong_form_is_not_understood_in_the_rounds_and_in_writ
     for bad in ({"choices": "1,2,3"}, {"question": 3}, {"choices": ["a", "b", "c"]}):
         result = verdict("09.write_a_drill", {**SOLUTION_09, **bad})
         assert result.status is Status.NOT_UNDERSTOOD and result.points == 0, (bad, result)
+
+
+def test_a_learners_drill_answers_the_same_in_grading_and_in_play():
+    """Issue 37 §4: a snippet that asks for a builtin the check leaves out, caught instead of used, graded one count
+    and played another; the player now runs it as the check does, so the answer graded is the answer played."""
+    snippet = ("if False:\n    hash = None\ntry:\n    hash\n    BREAKS = False\nexcept NameError:\n    BREAKS = True\n\n\n"
+               "def f(x):\n    x = torch.sin(x)\n    if BREAKS:\n        print('break')\n    return torch.cos(x)\n")
+    counts, _ = lesson09._counts(snippet)
+    played = lesson09.as_drill(_drill(snippet, choices=("1", "2", "3"))).compute()
+    assert set(counts.values()) == {2} and played == "2"
+    passes("09.write_a_drill", _drill(snippet, choices=("1", "2", "3")))

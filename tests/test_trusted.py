@@ -130,3 +130,35 @@ def test_integrity_notices_a_mode_a_tracer_and_changed_grader_data():
     assert {"torch function modes (set by your code)", "sys.settrace (set by your code)",
             f"grader.checks.lesson09.{data}", "os.environ['PYTHONPATH'] (set by your code)"} <= set(changed), changed
     assert guard.changed() == []
+
+
+def test_aotinductor_writing_its_own_metadata_is_torch_not_tampering_and_a_patch_there_is_caught(tmp_path):
+    """Issue 37 §5: AOTInductor records its device in torch._inductor.config.aot_inductor.metadata, in place, when
+    an answer compiles with it (08.beat_eager's hint recommends that path): torch's own write, recomputed and
+    matched, is not the answer's patch. Anything else written there still is."""
+    import torch._inductor.config as inductor_config
+    import torch._inductor.package  # imported before the snapshot, as the check worker imports torch's modules
+
+    metadata = inductor_config.aot_inductor.metadata
+    saved = dict(metadata)
+    metadata["set before"] = "the snapshot"
+    guard = trusted.Integrity()
+    try:
+        program = torch.export.export(torch.nn.Linear(4, 2), (torch.randn(3, 4),))
+        path = torch._inductor.aoti_compile_and_package(program, package_path=str(tmp_path / "m.pt2"))
+        assert metadata.get("AOTI_DEVICE_KEY") == "cpu" and "AOTI_CPU_ISA" in metadata  # torch wrote it, in place
+        assert torch._inductor.aoti_load_package(path)(torch.ones(3, 4)).shape == (3, 2)
+        assert guard.changed() == []
+        flagged = ["torch._inductor.config.aot_inductor.metadata"]
+        for key, value in (("AOTI_DEVICE_KEY", "tpu"), ("answer", "cpu"), ("AOTI_CPU_ISA", "AVX9000"),
+                           ("set before", "changed")):
+            before = metadata.get(key)
+            metadata[key] = value
+            assert guard.changed() == flagged, (key, value)
+            metadata.pop(key) if before is None else metadata.__setitem__(key, before)
+        assert guard.changed() == []
+        del metadata["set before"]
+        assert guard.changed() == flagged
+    finally:
+        metadata.clear()
+        metadata.update(saved)

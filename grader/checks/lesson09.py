@@ -191,13 +191,19 @@ def _builtins() -> dict:
     return {k: v for k, v in vars(builtins).items() if k not in UNSTABLE_BUILTINS or k in machinery}
 
 
+def _snippet_f(snippet: str):
+    """The snippet's ``f``, the snippet run in a module of its own with ``_builtins()``: the one way both the check
+    and the drill player (``true_graph_count``) run it, so a snippet cannot answer one way in grading and
+    another in play."""
+    return drills._namespace(snippet, builtins=_builtins())["f"]
+
+
 def true_graph_count(snippet: str, x=None) -> int:
     """What ``torch._dynamo.explain(f)(x)`` reports as graph_count for a snippet defining f; ``x`` is
-    ``torch.randn(8)`` unless given. The snippet runs in a module of its own."""
+    ``torch.randn(8)`` unless given."""
     import torch
 
-    ns = drills._namespace(snippet)
-    return drills._graphs(ns["f"], torch.randn(8) if x is None else x)
+    return drills._graphs(_snippet_f(snippet), torch.randn(8) if x is None else x)
 
 
 def as_count(name: str, choice) -> str:
@@ -293,7 +299,7 @@ def _counts(snippet: str) -> tuple[dict, bool]:
                 # depends on those draws shows across the runs, and a draw while f runs is refused below
                 torch.manual_seed(int(torch.randint(2**62, (), generator=fresh_generator())))
                 try:
-                    f = drills._namespace(snippet, builtins=_builtins())["f"]
+                    f = _snippet_f(snippet)
                     state = torch.random.get_rng_state()
                     counts[name] = drills._graphs(f, value)
                 except Exception as e:  # the learner's snippet is what ran
