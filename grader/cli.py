@@ -72,27 +72,32 @@ def cmd_site(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from .authoring import BuildError, build
+    from .authoring import BuildError, build, build_constraints
 
     try:
         report = build(check=args.check)
     except BuildError as e:
         print(f"build failed: {e}", file=sys.stderr)
         return 2
+    constraints = build_constraints(check=args.check)
     if args.check:
-        if report.stale or report.extra:
+        if report.stale or report.extra or constraints:
             for name in report.stale:
                 print(f"notebooks/{name} is stale: run `python -m grader build`", file=sys.stderr)
             for name in report.extra:
                 print(f"notebooks/{name} has no source in solutions/", file=sys.stderr)
+            if constraints:
+                print("grader/constraints.txt is stale: run `python -m grader build`", file=sys.stderr)
             return 1
-        print("notebooks/ is up to date with solutions/")
+        print("notebooks/ and grader/constraints.txt are up to date with solutions/ and constraints.txt")
         return 0
+    if constraints:
+        print("wrote grader/constraints.txt")
     for name in report.written:
         print(f"wrote notebooks/{name}")
     for name in report.extra:
         print(f"warning: notebooks/{name} has no source in solutions/", file=sys.stderr)
-    if not report.written:
+    if not report.written and not constraints:
         print("notebooks/ was already up to date")
     return 0
 

@@ -9,10 +9,12 @@ its dependencies, from the course's repository (``pyproject.toml``'s ``[project.
   package);
 - keeps the torch already there when the course supports its version (2.11 to 2.15: Colab's own CUDA build),
   and otherwise installs the pinned torch in its place;
-- keeps the ipykernel the notebook runs on (the hosting service's kernel: replacing it under a running notebook
-  is what breaks one);
-- prints one line saying what it did, and asks for a restart when it replaced a package the kernel had already
-  imported.
+- keeps every package the running kernel has already imported at its installed version (the hosting service's
+  IPython, ipykernel, jupyter-client, tornado, ...: replaced under a running notebook, they break it), torch
+  excepted (above);
+- prints one line saying what it did (then pip's own lines on conflicts with the packages already there), and
+  asks for a restart when it replaced a package the kernel had already imported (an unsupported torch);
+- uninstalls the course's package again when it fails, so that running the cell again tries again.
 
 Standard library only: it runs before the course's packages are there.
 """
@@ -30,7 +32,6 @@ from . import doctor
 
 PACKAGE = "compile-export"
 PACKAGE_ENV = "COMPILE_EXPORT_PACKAGE"  # where the setup cell installs the course from, instead of its repository
-KERNEL = "ipykernel"
 
 
 def supported(version: str) -> bool:
@@ -38,47 +39,60 @@ def supported(version: str) -> bool:
     return doctor.TORCHES[0] <= doctor._minor(version) <= doctor.TORCHES[1]
 
 
-def plan(pins: dict[str, str], torch_now: str | None, required: list[str], *, in_kernel: bool,
-         kernel_now: str | None) -> tuple[list[str], dict[str, str]]:
+def plan(pins: dict[str, str], torch_now: str | None, required: list[str], *,
+         imported: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     """(the requirements to install, the constraints to install them with): the course's requirements at the
-    pinned versions, torch kept when ``supported``, the running kernel's ipykernel kept."""
+    pinned versions, torch kept when ``supported``, and every package in ``imported`` (name: installed version,
+    what the running kernel has imported) kept as it is, torch excepted."""
     constraints = dict(pins)
+    constraints.update({name: version for name, version in imported.items() if name != "torch"})
     if torch_now is not None and supported(torch_now):
         constraints["torch"] = torch_now
-    requirements = [name for name in required if not (name == KERNEL and in_kernel and kernel_now)]
-    if KERNEL not in requirements:
-        constraints.pop(KERNEL, None)
+    requirements = [name for name in required if name not in imported or name == "torch"]
     return requirements, constraints
 
 
 def _versions() -> dict[str, str]:
-    return {doctor._canonical(d.metadata["Name"]): d.version for d in metadata.distributions() if d.metadata["Name"]}
+    """Installed distributions by canonical name: where one is installed twice, the copy imports find (the first)."""
+    found: dict[str, str] = {}
+    for dist in metadata.distributions():
+        if dist.metadata["Name"]:
+            found.setdefault(doctor._canonical(dist.metadata["Name"]), dist.version)
+    return found
 
 
-def _imported(changed: list[str]) -> list[str]:
-    """The changed distributions whose modules this process has already imported (they need a restart)."""
+def _imported() -> set[str]:
+    """The distributions whose top-level modules this process has imported, by canonical name."""
     owners = metadata.packages_distributions()
-    names = set(changed)
-    return sorted({doctor._canonical(dist) for module in list(sys.modules) if "." not in module
-                   for dist in owners.get(module, []) if doctor._canonical(dist) in names})
+    return {doctor._canonical(dist) for module in list(sys.modules) if "." not in module for dist in owners.get(module, [])}
 
 
 def install(*, pip: list[str] | None = None) -> str:
-    """Install the course's dependencies as ``plan`` says, print one line saying what was done, and return it."""
+    """Install the course's dependencies as ``plan`` says, print one line saying what was done, and return it. On
+    failure the course's package is uninstalled again (the setup cell then tries again when it is run again)."""
+    command = [*(pip or [sys.executable, "-m", "pip"])]
+    try:
+        return _install(command)
+    except BaseException:
+        subprocess.run([*command, "uninstall", "-q", "-y", PACKAGE], capture_output=True)
+        raise
+
+
+def _install(pip: list[str]) -> str:
     pins = doctor.pinned()
     if not pins:
-        raise RuntimeError(f"{doctor.CONSTRAINTS} is missing: this copy of the course package has no pinned set")
-    before = _versions()
-    torch_now = before.get("torch")
-    in_kernel = "ipykernel" in sys.modules
+        raise RuntimeError(f"{doctor.CONSTRAINTS} has no pins: this copy of the course package has no tested set")
     required = doctor._required()
     if not required:
         raise RuntimeError(f"the {PACKAGE} package is not installed here: the setup cell installs it first")
-    requirements, constraints = plan(pins, torch_now, required, in_kernel=in_kernel, kernel_now=before.get(KERNEL))
+    before = _versions()
+    torch_now = before.get("torch")
+    imported = {name: before[name] for name in _imported() if name in before}
+    requirements, constraints = plan(pins, torch_now, required, imported=imported)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "constraints.txt"
         path.write_text("".join(f"{name}=={version}\n" for name, version in sorted(constraints.items())))
-        command = [*(pip or [sys.executable, "-m", "pip"]), "install", "-q", "-c", str(path), *requirements]
+        command = [*pip, "install", "-q", "-c", str(path), *requirements]
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}):\n"
@@ -92,13 +106,19 @@ def install(*, pip: list[str] | None = None) -> str:
         torch_said = f"installed torch {torch_after}"
     else:
         torch_said = f"replaced torch {torch_now} by {torch_after} (the course supports 2.11 to 2.15)"
+    kept = [name for name, version in imported.items() if name != "torch" and name in pins
+            and version.split("+")[0] != pins[name].split("+")[0]]
     line = (f"Set up the course: compile-export {after.get(PACKAGE, '?')}, {len(changed)} package(s) installed or "
-            f"changed to the tested versions, {torch_said}.")
-    stale = _imported(changed)
+            f"changed to the tested versions, " + (f"{len(kept)} kept at the versions the running kernel had imported, "
+                                                   if kept else "") + f"{torch_said}.")
+    stale = sorted(set(changed) & set(imported))
     if stale:
         line += (f" Restart the runtime (Colab: Runtime > Restart session) and run the notebook from the top: "
                  f"{', '.join(stale)} had been imported before.")
     print(line)
+    conflicts = [l for l in done.stderr.splitlines() if " requires " in l and "but you have" in l]
+    for conflict in conflicts:  # pip's own words: a package already there wants another version than the course's
+        print(f"pip: {conflict.strip()}")
     return line
 
 

@@ -12,7 +12,10 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-CONSTRAINTS = Path(__file__).with_name("constraints.txt")  # a link to the checkout's, a copy in a wheel
+# The checkout's constraints.txt; where there is no checkout (an installed wheel: grader/colab.py), the package's copy
+CONSTRAINTS = next((p for p in (Path(__file__).resolve().parent.parent / "constraints.txt",
+                                Path(__file__).with_name("constraints.txt")) if p.is_file()),
+                   Path(__file__).with_name("constraints.txt"))
 PYTHONS = ((3, 11), (3, 13))  # the oldest and newest Python the course supports (pyproject's requires-python)
 TORCHES = ((2, 11), (2, 15))  # likewise for torch
 

@@ -4,11 +4,13 @@
 * ``graph_breaks``: ``torch._dynamo.explain`` reduced to counts and reasons, plus the ``fullgraph=True`` verdict.
 * ``CountingBackend`` / ``count_compiles``: how many graphs Dynamo hands a backend, and their ops.
 * ``compare``: a candidate against a reference on fresh random inputs drawn here.
+* ``fresh``: what the counting probes compile: a new copy of a function, away from state torch keeps on the old one.
 """
 from __future__ import annotations
 
 import collections
 import re
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -17,6 +19,29 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .checking import call, plain_tensors
+
+
+# --- what is compiled ---------------------------------------------------------------------------
+
+def _fresh_code(code: types.CodeType) -> types.CodeType:
+    return code.replace(co_consts=tuple(_fresh_code(c) if isinstance(c, types.CodeType) else c for c in code.co_consts))
+
+
+def fresh(fn: Callable) -> Callable:
+    """``fn`` as a new function object with new code objects (its nested functions' too), made now. Dynamo keeps
+    state on a code object (a marker telling it to skip the code, set by ``torch._dynamo.eval_frame.skip_code``,
+    its cache entries) that survives ``torch._dynamo.reset()``, and code anywhere in the process (an answer's
+    finalizer, the unpickling of an answer) can set it: a measurement that compiles the copy counts what torch does
+    with the function's code, whatever was done to the original. A bound method gets a fresh function; anything else
+    (a module, a callable object) is returned as it is."""
+    if type(fn) is types.MethodType:
+        return types.MethodType(fresh(fn.__func__), fn.__self__)
+    if type(fn) is not types.FunctionType:
+        return fn
+    copy = types.FunctionType(_fresh_code(fn.__code__), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = dict(fn.__kwdefaults__) if fn.__kwdefaults__ else None
+    copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+    return copy
 
 
 # --- eager dispatch -------------------------------------------------------------------------------
@@ -96,7 +121,7 @@ class Breaks:
 def _fullgraph_error(fn: Callable, args: Sequence[Any], kwargs: dict) -> str | None:
     torch._dynamo.reset()
     try:
-        torch.compile(fn, backend="eager", fullgraph=True)(*args, **kwargs)
+        torch.compile(fresh(fn), backend="eager", fullgraph=True)(*args, **kwargs)
     except torch._dynamo.exc.Unsupported as e:  # a graph break, refused
         ids = re.findall(r"gb\d{4}", str(e))
         return ids[0] if ids else type(e).__name__
@@ -114,7 +139,7 @@ def graph_breaks(fn: Callable, *args: Any, **kwargs: Any) -> Breaks:
     ``fullgraph_ok`` True."""
     torch._dynamo.reset()
     try:
-        out = torch._dynamo.explain(fn)(*args, **kwargs)
+        out = torch._dynamo.explain(fresh(fn))(*args, **kwargs)
     finally:
         torch._dynamo.reset()
     reasons = tuple(" ".join(str(getattr(r, "reason", r)).split())[:300] for r in out.break_reasons)
@@ -182,7 +207,7 @@ def count_compiles(fn: Callable, calls: Iterable[Sequence[Any]], **compile_kwarg
     (``.compiles``, ``.ops``, and ``.compiled_at``: the 1-based calls during which a graph compiled)."""
     torch._dynamo.reset()
     backend = CountingBackend()
-    compiled = torch.compile(fn, backend=backend, **compile_kwargs)
+    compiled = torch.compile(fresh(fn), backend=backend, **compile_kwargs)
     try:
         for number, args in enumerate(calls, 1):
             before = backend.compiles

@@ -54,6 +54,7 @@ class Jail:
         args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--proc", "/proc", "--dev", "/dev", "--bind", str(self.scratch), "/tmp", "--dir", "/tmp/home"]
         args += _system_binds()
+        args += _environment_as_named(cmd[0]) if cmd else []
         caches, prelude = _private_inductor_caches()
         args += caches
         for path in self.writable:
@@ -86,6 +87,20 @@ def _system_binds() -> tuple[str, ...]:
     if os.path.realpath(sys.prefix) != sys.prefix and os.path.isdir(sys.prefix):  # a venv reached through a link
         args += ["--ro-bind", sys.prefix, sys.prefix]
     return tuple(args)
+
+
+def _environment_as_named(program: str) -> list[str]:
+    """The Python environment ``program`` lives in, shown at the path ``program`` names it by. A kernel spec names
+    its interpreter by the absolute path it was installed from (``.venv/bin/python``), which can pass through a
+    link (a ``.venv`` that links to a venv elsewhere, a folder that links to another disk) that the bound real
+    paths do not show; bwrap follows the link for the source and shows it at the named path."""
+    named = Path(program)
+    if not named.is_absolute():
+        return []
+    prefix = named.parent.parent  # bin/python's environment: a venv, or a conda environment
+    if (prefix / "pyvenv.cfg").is_file() or (prefix / "conda-meta").is_dir():
+        return ["--ro-bind", str(prefix), str(prefix)]
+    return []
 
 
 def _inductor_caches() -> list[tuple[Path, str]]:

@@ -126,6 +126,8 @@ class Integrity:
         self._modules_before, self._fresh = set(sys.modules), None
         self.before = self._take()
         self._known = set().union(*(ids for _, ids, _ in self.before["spaces"].values()))
+        self._kept: list = []  # every object the grader-data fingerprint names by identity, alive: no id is reused
+        self._data = _grader_data(self._kept)
 
     def _torch_did_it(self, value, fresh_modules: bool) -> bool:
         """Whether ``value``, found where a watched function was (or over an inherited method), was put there
@@ -257,6 +259,8 @@ class Integrity:
             names += [f"{name}.{k}" for k, v in values.items() if values_now.get(k, v) != v
                       and not _TORCH_WRITES.get((name, k), _never)(before["written"].get((name, k)),
                                                                    now["written"].get((name, k)))]
+        data = _grader_data([])
+        names += [f"{name} (changed in place)" for name, print_ in self._data.items() if data.get(name, print_) != print_]
         if now["sys"] != before["sys"]:
             names += [f"{what} (set by your code)" for what in sorted(set(now["sys"]) | set(before["sys"]))
                       if before["sys"].get(what) != now["sys"].get(what)]
@@ -264,6 +268,55 @@ class Integrity:
 
 
 _ABSENT = object()
+
+
+# The grader's own module-level values that change by design while it runs; every other one is data (tables, banks,
+# pinned drills) that a check reads, compared by value after every check and every call into learner code.
+_GRADER_STATE = frozenset({"grader.trusted._AUDIT", "grader.checking._WATCH", "grader.timing._notes",
+                           "grader.drills.bank._snippet_numbers"})
+_EXACT = (str, bytes, int, float, complex, bool, type(None))
+
+
+def _fingerprint(value, kept: list, depth: int = 0):
+    """``value`` as nested tuples of exact built-in values and identities: containers by their items (a dict's entry
+    edited in place, a tuple's item rewritten through ctypes: the fingerprint moves), exact built-in scalars by value,
+    other objects by identity and their attributes. Never calls a method of the value; ``kept`` holds the objects
+    named by identity."""
+    kind = type(value)
+    if kind in _EXACT:
+        return kind, value
+    if depth > 12:
+        return kind, id(value)
+    kept.append(value)
+    if kind in (tuple, list):
+        return kind, id(value), tuple(_fingerprint(v, kept, depth + 1) for v in value)
+    if kind is dict:
+        return kind, id(value), tuple((_fingerprint(k, kept, depth + 1), _fingerprint(v, kept, depth + 1))
+                                      for k, v in value.items())
+    if kind in (set, frozenset):
+        return kind, id(value), frozenset(_fingerprint(v, kept, depth + 1) for v in value)
+    attributes = getattr(value, "__dict__", None) if not isinstance(value, type) else None
+    if type(attributes) is dict and not callable(value):
+        return kind, id(value), _fingerprint(attributes, kept, depth + 1)
+    return kind, id(value)
+
+
+def _grader_data(kept: list) -> dict:
+    """Fingerprints of the grader's module-level data (not its functions, classes or modules, which ``changed``
+    compares by identity, nor ``_GRADER_STATE``), by qualified name."""
+    from types import ModuleType
+
+    found = {}
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name == PACKAGE or module_name.startswith(PACKAGE + ".")):
+            continue
+        for key, value in list(getattr(module, "__dict__", {}).items()):
+            name = f"{module_name}.{key}"
+            if key.startswith("__") or name in _GRADER_STATE or callable(value) or isinstance(value, ModuleType) \
+                    or type(value).__name__ == "_Feature":
+                continue
+            found[name] = _fingerprint(value, kept)
+    return found
 
 
 def _never(before, now) -> bool:

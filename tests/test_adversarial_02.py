@@ -433,3 +433,29 @@ def test_answers_that_run_code_when_unpickled_fail_in_the_worker(tmp_path):
     # The worker sees PYTHONPATH changed when the answer is loaded; were it not watched, the check's own fresh
     # process (started with the environment this process began with) would still find no artifacts.
     assert "loading your answer changed os.environ['PYTHONPATH']" in mega.message or "could not read" in mega.message, mega
+
+
+def test_counts_of_the_graders_own_functions_ignore_a_skip_marker_on_their_code():
+    """Issue 37 §2: Dynamo keeps a "skip this code" marker on a code object (torch._dynamo.eval_frame.skip_code),
+    which torch._dynamo.reset() leaves in place and an answer's finalizer or unpickling can set. Counting compiles
+    of the grader's function then counted none, and a wrong prediction passed; the probes now compile a fresh
+    copy of the function (probes.fresh), made inside the measurement."""
+    from torch._dynamo.eval_frame import FrameAction, FrameExecStrategy, set_code_exec_strategy, skip_code
+
+    from grader.checks import lesson02, lesson04
+
+    truth_02, truth_04 = lesson02.compiling_calls(), lesson04.config_compiles()
+    codes = (lesson02.scaled_tanh.__code__, lesson04.double.__code__)
+    try:
+        for code in codes:
+            skip_code(code)
+        torch._dynamo.reset()
+        assert lesson02.compiling_calls() == truth_02 and truth_02
+        assert lesson04.config_compiles() == truth_04
+        fails("02.predict_compiles", [], says=("calls that compiled",))
+        passes("02.predict_compiles", list(truth_02))
+        fails("04.predict_config", [0, 0, 0], says=("you predicted 0",))
+        passes("04.predict_config", list(truth_04.values()))
+    finally:
+        for code in codes:
+            set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))

@@ -1,11 +1,12 @@
-"""The Colab path: the setup cell every starter begins with (grader/colab.py), met as Colab would meet it.
+"""The Colab path: the setup cell every starter begins with (grader/colab.py).
 
-A fresh venv that already has a torch (and the ipykernel a hosted notebook runs on) and none of the course's
-packages; the setup cell, run by nbclient, installs the course from a wheel built here from this checkout
-(``COMPILE_EXPORT_PACKAGE``) and the pinned set from the machine's own package sources. Both branches: a torch
-the course supports is kept (then lesson 00 runs top to bottom with its checks passing), one it does not is
-replaced. Only the pinned CPU wheel is at hand here, so the unsupported torch is that wheel with its reported
-version rewritten.
+Met as a hosted notebook meets it: a fresh venv that already has a torch and the older IPython and ipykernel a
+hosting service runs its kernel on (Colab's), and none of the course's packages; the setup cell, run by nbclient,
+installs the course from a wheel built here from this checkout (``COMPILE_EXPORT_PACKAGE``) and the pinned set
+from the machine's own package sources. Both branches: a torch the course supports is kept (then lesson 00 runs
+top to bottom with its checks passing), one it does not is replaced. Only the pinned CPU wheel is at hand here, so
+the other torches are that wheel with its reported version rewritten. Not met here: Colab itself, its Python
+(3.12), its GPU.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from grader import authoring, colab, doctor
 ROOT = Path(__file__).resolve().parent.parent
 PINNED = doctor.pinned()
 KERNEL = "compile-export-colab-probe"
+# The kernel a hosted notebook runs on is the service's own, older than the course's pins (Colab's, late 2025)
+HOSTED_KERNEL = ("ipykernel==6.17.1", "ipython==7.34.0", "jupyter-client==6.1.12")
 
 
 # ---- what the setup cell decides -------------------------------------------------------------------------------
@@ -35,22 +38,37 @@ REQUIRED = ["torch", "numpy", "ipykernel", "onnx"]
 
 @pytest.mark.parametrize("torch_now", ["2.11.0", "2.12.1+cu126", "2.15.0"])
 def test_a_supported_torch_is_kept(torch_now):
-    requirements, constraints = colab.plan(PINNED, torch_now, REQUIRED, in_kernel=False, kernel_now=None)
+    requirements, constraints = colab.plan(PINNED, torch_now, REQUIRED, imported={})
     assert constraints["torch"] == torch_now
     assert constraints["numpy"] == PINNED["numpy"] and "torch" in requirements
 
 
 @pytest.mark.parametrize("torch_now", [None, "2.10.0", "2.9.1+cu126", "2.16.0", "3.0.0"])
 def test_any_other_torch_is_replaced_by_the_pinned_one(torch_now):
-    _, constraints = colab.plan(PINNED, torch_now, REQUIRED, in_kernel=False, kernel_now=None)
+    _, constraints = colab.plan(PINNED, torch_now, REQUIRED, imported={"torch": torch_now} if torch_now else {})
     assert constraints["torch"] == PINNED["torch"]
 
 
-def test_the_kernel_the_notebook_runs_on_is_kept():
-    inside, constraints = colab.plan(PINNED, "2.13.0", REQUIRED, in_kernel=True, kernel_now="6.17.1")
-    assert "ipykernel" not in inside and "ipykernel" not in constraints
-    outside, constraints = colab.plan(PINNED, "2.13.0", REQUIRED, in_kernel=False, kernel_now="6.17.1")
-    assert "ipykernel" in outside and constraints["ipykernel"] == PINNED["ipykernel"]
+def test_what_the_running_kernel_imported_is_kept():
+    imported = {"ipykernel": "6.17.1", "ipython": "7.34.0", "jupyter-client": "6.1.12", "torch": "2.9.0"}
+    requirements, constraints = colab.plan(PINNED, "2.9.0", REQUIRED, imported=imported)
+    assert "ipykernel" not in requirements and "torch" in requirements
+    assert {k: constraints[k] for k in ("ipykernel", "ipython", "jupyter-client")} == \
+        {"ipykernel": "6.17.1", "ipython": "7.34.0", "jupyter-client": "6.1.12"}
+    assert constraints["torch"] == PINNED["torch"]  # an unsupported torch is replaced even when imported
+
+
+def test_a_failed_setup_uninstalls_the_course_package_so_that_it_is_tried_again(monkeypatch):
+    ran = []
+
+    def fails(pip):
+        raise RuntimeError("pip could not install the course's packages")
+
+    monkeypatch.setattr(colab, "_install", fails)
+    monkeypatch.setattr(colab.subprocess, "run", lambda command, **kw: ran.append(command))
+    with pytest.raises(RuntimeError, match="could not install"):
+        colab.install(pip=["pip"])
+    assert ran == [["pip", "uninstall", "-q", "-y", "compile-export"]]
 
 
 def test_the_supported_range_is_the_packages_own():
@@ -72,6 +90,14 @@ def _setup_cells() -> dict[str, nbformat.NotebookNode]:
     return cells
 
 
+def test_the_package_carries_the_pinned_set_as_a_file():
+    """grader/constraints.txt is written by `grader build` from constraints.txt (a file, not a link: a checkout
+    without links, Git for Windows, builds the same wheel); `build --check` fails when it is stale."""
+    packaged = ROOT / "grader" / "constraints.txt"
+    assert not packaged.is_symlink() and packaged.read_text() == authoring.packaged_constraints()
+    assert doctor.pinned(packaged) == doctor.pinned(ROOT / "constraints.txt") and len(PINNED) > 100
+
+
 def test_every_starter_begins_with_the_setup_cell_naming_the_repository():
     repository = authoring.repository()
     cells = _setup_cells()
@@ -83,7 +109,10 @@ def test_every_starter_begins_with_the_setup_cell_naming_the_repository():
 
 
 def test_in_the_course_environment_the_setup_cell_does_nothing(tmp_path):
-    """Run where the course is installed (this venv), outside the checkout: no output, no pip."""
+    """Run where the course is installed (this venv), outside the checkout: no output, no pip. A folder named
+    `grader` where it runs is not the course's package."""
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "__init__.py").write_text("raise SystemExit('the wrong grader was imported')\n")
     done = subprocess.run([sys.executable, "-c", authoring.setup_source() + "\nprint('imported', 'grader.colab' in sys.modules)"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "COMPILE_EXPORT_PACKAGE": str(tmp_path / "no-such.whl")})
@@ -111,7 +140,7 @@ def hosted(tmp_path_factory):
     where = tmp_path_factory.mktemp("colab")
     subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, timeout=120)
     python = where / "venv" / "bin" / "python"
-    _pip(python, "-c", str(ROOT / "constraints.txt"), f"torch=={PINNED['torch']}", "ipykernel")
+    _pip(python, f"torch=={PINNED['torch']}", *HOSTED_KERNEL)
     source = where / "source"  # a copy of what the wheel is built from: building in the checkout would write there
     shutil.copytree(ROOT / "grader", source / "grader", ignore=shutil.ignore_patterns("__pycache__"))  # links followed
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -167,7 +196,7 @@ def _setup_cell() -> nbformat.NotebookNode:
 @pytest.mark.notebooks
 def test_a_hosted_torch_is_kept_and_lesson_00_passes(hosted, tmp_path, monkeypatch):
     python = hosted[0]
-    _report_torch_as(python, "2.12.0")  # supported, and not the pinned one (the course would install that)
+    _report_torch_as(python, "2.12.0+cu126")  # supported, and not the pinned one (the course would install that)
     before = _torch_record(python)
     lesson = authoring.read(ROOT / "solutions" / "00_setup.ipynb")
     lesson.cells.insert(0, _setup_cell())  # the starter's setup cell on top of the solution, so the checks can pass
@@ -175,10 +204,14 @@ def test_a_hosted_torch_is_kept_and_lesson_00_passes(hosted, tmp_path, monkeypat
     said = _said(lesson.cells[0]).strip()
     assert "\n" not in said and said.startswith("Set up the course: compile-export"), said
     assert f"kept torch {before[0]} " in said and "Restart" not in said, said
+    assert "kept at the versions the running kernel had imported" in said, said
     assert _torch_record(python) == before  # the same files: not reinstalled
     installed = json.loads(subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True,
                                           text=True, check=True).stdout)
     versions = {doctor._canonical(p["name"]): p["version"] for p in installed}
+    for requirement in HOSTED_KERNEL:  # the hosted kernel's own packages, as they were
+        name, version = requirement.split("==")
+        assert versions.get(name) == version, (name, versions.get(name))
     course = [name for name in doctor._required() if name not in ("torch", "ipykernel")]
     assert len(course) >= 10
     for name in course:  # the course's packages, at the tested versions

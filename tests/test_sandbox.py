@@ -13,6 +13,7 @@ import os
 import secrets
 import socket
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -225,3 +226,23 @@ def test_auto_grades_unsandboxed_and_says_so_in_the_summary_and_the_csv(without_
     assert len(rows) == len(IDS) and rows[0]["student"] == "empty"
     assert main(["grade", str(without_bwrap / "class"), "--out", str(out), "--lessons", "0", "--sandbox", "none"]) == 0
     assert "WARNING" not in capsys.readouterr().out and not out.read_text().startswith("#")
+
+
+def test_a_kernel_named_through_a_link_to_a_venv_elsewhere_runs_in_the_sandbox():
+    """Issue 37 §6: the kernel spec names its interpreter by the path it was installed from; where that path passes
+    through a link (a .venv that links to a venv elsewhere), the sandbox showed only the real paths, and every
+    submission scored 0 before anything was judged. The environment is now shown at the path the command names."""
+    why = sandbox.problem()
+    if why:
+        pytest.skip(f"no bubblewrap sandbox here ({why})")
+    link = ROOT / f".venv-link-{TOKEN}"  # outside /tmp (the sandbox's /tmp is its own) and outside the real venv
+    link.symlink_to(os.path.realpath(sys.prefix), target_is_directory=True)
+    try:
+        python = link / "bin" / Path(sys.executable).name
+        with tempfile.TemporaryDirectory() as scratch:
+            jail = sandbox.Jail(Path(scratch))
+            done = subprocess.run(jail.command([str(python), "-c", "import sys; print('ran', sys.prefix)"], cwd=Path("/tmp")),
+                                  capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.startswith("ran "), done.stderr[-2000:]
+    finally:
+        link.unlink()

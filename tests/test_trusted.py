@@ -162,3 +162,48 @@ def test_aotinductor_writing_its_own_metadata_is_torch_not_tampering_and_a_patch
     finally:
         metadata.clear()
         metadata.update(saved)
+
+
+def test_grader_data_changed_in_place_is_caught_by_value():
+    """Issue 37 §3: a right answer's code edits a grader table in place (a dict's entry; a tuple's item rewritten
+    through ctypes; a field of a pinned drill) so that a later check reads it: the snapshot compares the grader's
+    data by value, not only the identity of what its modules name."""
+    import ctypes
+    import importlib
+
+    from grader import registry
+    from grader.checks import lesson09
+    from grader.drills import bank
+
+    for lesson in registry.lessons():  # as the check worker does, before any learner code
+        importlib.import_module(f"grader.checks.lesson{lesson}")
+    guard = trusted.Integrity()
+    assert guard.changed() == []
+
+    key = next(iter(bank.NUMBER_WORDS))
+    saved = bank.NUMBER_WORDS[key]
+    bank.NUMBER_WORDS[key] = saved + 1
+    try:
+        assert "grader.drills.bank.NUMBER_WORDS (changed in place)" in guard.changed(limit=10)
+    finally:
+        bank.NUMBER_WORDS[key] = saved
+
+    forged = "forged"
+    items = ctypes.cast(id(lesson09.STABLE_RUNS), ctypes.POINTER(ctypes.c_void_p))
+    original = items[3]  # ob_refcnt, ob_type, ob_size, then the first item
+    items[3] = id(forged)
+    try:
+        assert lesson09.STABLE_RUNS[0] == "forged"
+        assert guard.changed() == ["grader.checks.lesson09.STABLE_RUNS (changed in place)"]
+    finally:
+        items[3] = original
+
+    drill = next(iter(bank.DRILLS.values()))
+    field = next(k for k, v in vars(drill).items() if type(v) is str)
+    saved = vars(drill)[field]
+    object.__setattr__(drill, field, saved + " (edited)")
+    try:
+        assert "grader.drills.bank.DRILLS (changed in place)" in guard.changed(limit=10)
+    finally:
+        object.__setattr__(drill, field, saved)
+    assert guard.changed() == []

@@ -51,7 +51,7 @@ def counting_backend(GraphCounter):
         reference = probes.count_compiles(fn, [(x,)])
         torch._dynamo.reset()
         try:
-            out = call(torch.compile(fn, backend=counter), x, name="a function compiled with your backend")
+            out = call(torch.compile(probes.fresh(fn), backend=counter), x, name="a function compiled with your backend")
         finally:
             torch._dynamo.reset()
         expect_close("outputs through your backend", out, fn(x))

@@ -590,7 +590,7 @@ def _evidence(question: str, artifact: str, gen: torch.Generator) -> tuple[bool,
             if question == "why_recompiled":
                 first, second = 4 + int(torch.randint(8, (1,), generator=gen)), 1000 + int(torch.randint(9000, (1,), generator=gen))
                 with probes.torch_logs(**{artifact: True}) as log:
-                    compiled = torch.compile(resized, backend="eager")
+                    compiled = torch.compile(probes.fresh(resized), backend="eager")
                     compiled(torch.randn(first))
                     compiled(torch.randn(second))
                 found = bool(re.search(rf"(?<![\w.]){second}(?![\w.])", log.text)) and "activations" in log.text
@@ -603,13 +603,13 @@ def _evidence(question: str, artifact: str, gen: torch.Generator) -> tuple[bool,
                     raise RuntimeError(f"{fn.__name__}: fullgraph=True named no GB id ({gb!r})")
                 torch._dynamo.reset()
                 with probes.torch_logs(**{artifact: True}) as log:
-                    torch.compile(fn, backend="eager")(torch.randn(8))
+                    torch.compile(probes.fresh(fn), backend="eager")(torch.randn(8))
                 return gb in log.text, f"the break in `{fn.__name__}` with its GB id {gb}"
             if question == "generated_code":
                 from torch._inductor.utils import run_and_get_code
 
                 with probes.torch_logs(**{artifact: True}) as log:
-                    _, sources = run_and_get_code(torch.compile(tiny_kernel), torch.randn(8))
+                    _, sources = run_and_get_code(torch.compile(probes.fresh(tiny_kernel)), torch.randn(8))
                 lines = [line.strip() for source in sources for line in source.splitlines() if line.strip()]
                 if not lines:
                     raise RuntimeError("Inductor generated no code for tiny_kernel")
