@@ -5,8 +5,9 @@ does nothing where the course is installed (``make lab``'s venv). Elsewhere it i
 its dependencies, from the course's repository (``pyproject.toml``'s ``[project.urls] Repository``) or from what
 ``COMPILE_EXPORT_PACKAGE`` names (a wheel, a folder, any pip requirement), and calls ``install()``, which:
 
-- installs the course's own dependencies at the versions of the tested set (``constraints.txt``, shipped in this
-  package);
+- installs the course's own dependencies at the versions of the tested set (``constraints.txt``, copied into this
+  package by ``grader build``); where those conflict with the packages it keeps (below), at versions pip finds
+  compatible, and says which;
 - keeps the torch already there when the course supports its version (2.11 to 2.15: Colab's own CUDA build),
   and otherwise installs the pinned torch in its place;
 - keeps every package the running kernel has already imported at its installed version (the hosting service's
@@ -62,9 +63,26 @@ def _versions() -> dict[str, str]:
 
 
 def _imported() -> set[str]:
-    """The distributions whose top-level modules this process has imported, by canonical name."""
+    """The distributions a module this process has imported was loaded from, by canonical name: by the module's
+    file, so that a namespace several distributions share (``google``, when Colab's kernel imports
+    ``google.colab``) counts only the one whose files were loaded (not protobuf)."""
+    import os
+
+    loaded = {os.path.realpath(path) for module in list(sys.modules.values())
+              if isinstance(path := getattr(module, "__file__", None), str)}
+    tops = {name.partition(".")[0] for name in list(sys.modules)}
     owners = metadata.packages_distributions()
-    return {doctor._canonical(dist) for module in list(sys.modules) if "." not in module for dist in owners.get(module, [])}
+    candidates = {dist for top in tops for dist in owners.get(top, [])}
+    found = set()
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if not name or name not in candidates:
+            continue
+        for file in dist.files or []:
+            if file.suffix in (".py", ".so", ".pyd") and os.path.realpath(dist.locate_file(file)) in loaded:
+                found.add(doctor._canonical(name))
+                break
+    return found
 
 
 def install(*, pip: list[str] | None = None) -> str:
@@ -78,6 +96,14 @@ def install(*, pip: list[str] | None = None) -> str:
         raise
 
 
+def _pip_install(pip: list[str], requirements: list[str], constraints: dict[str, str]):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "constraints.txt"
+        path.write_text("".join(f"{name}=={version}\n" for name, version in sorted(constraints.items())))
+        command = [*pip, "install", "-c", str(path), *requirements]  # not -q: pip's account of a conflict is kept
+        return subprocess.run(command, capture_output=True, text=True), command
+
+
 def _install(pip: list[str]) -> str:
     pins = doctor.pinned()
     if not pins:
@@ -89,14 +115,19 @@ def _install(pip: list[str]) -> str:
     torch_now = before.get("torch")
     imported = {name: before[name] for name in _imported() if name in before}
     requirements, constraints = plan(pins, torch_now, required, imported=imported)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "constraints.txt"
-        path.write_text("".join(f"{name}=={version}\n" for name, version in sorted(constraints.items())))
-        command = [*pip, "install", "-q", "-c", str(path), *requirements]
-        done = subprocess.run(command, capture_output=True, text=True)
+    done, command = _pip_install(pip, requirements, constraints)
+    untested = False
+    if done.returncode and "ResolutionImpossible" in done.stderr:
+        # The tested versions conflict with what the running kernel keeps (Colab's jupyter-client is older than the
+        # pinned nbclient allows): pip chooses versions that fit, with torch and the kernel's packages as decided.
+        kept = {name: version for name, version in constraints.items() if name == "torch" or name in imported}
+        done, command = _pip_install(pip, requirements, kept)
+        untested = True
     if done.returncode:
-        raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}):\n"
-                           f"{done.stderr.strip()[-3000:]}")
+        said = "\n".join(line for line in (done.stdout + done.stderr).splitlines()
+                         if not line.startswith(("Requirement already satisfied", "  ", "Collecting", "Downloading",
+                                                 "Using cached", "WARNING: Location")))
+        raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}):\n{said.strip()[-3000:]}")
     after = _versions()
     changed = sorted(name for name, version in after.items() if before.get(name) != version)
     torch_after = after.get("torch")
@@ -108,9 +139,12 @@ def _install(pip: list[str]) -> str:
         torch_said = f"replaced torch {torch_now} by {torch_after} (the course supports 2.11 to 2.15)"
     kept = [name for name, version in imported.items() if name != "torch" and name in pins
             and version.split("+")[0] != pins[name].split("+")[0]]
+    off = [name for name in required if name != "torch" and name not in kept and name in pins
+           and after.get(name, "").split("+")[0] != pins[name].split("+")[0]]
     line = (f"Set up the course: compile-export {after.get(PACKAGE, '?')}, {len(changed)} package(s) installed or "
-            f"changed to the tested versions, " + (f"{len(kept)} kept at the versions the running kernel had imported, "
-                                                   if kept else "") + f"{torch_said}.")
+            f"changed, " + (f"{len(kept)} kept at the versions the running kernel had imported, " if kept else "")
+            + (f"{len(off)} of the course's at versions other than the tested ones (they conflict with those: "
+               f"{', '.join(off)}), " if untested and off else "") + f"{torch_said}.")
     stale = sorted(set(changed) & set(imported))
     if stale:
         line += (f" Restart the runtime (Colab: Runtime > Restart session) and run the notebook from the top: "

@@ -6,7 +6,8 @@ installs the course from a wheel built here from this checkout (``COMPILE_EXPORT
 from the machine's own package sources. Both branches: a torch the course supports is kept (then lesson 00 runs
 top to bottom with its checks passing), one it does not is replaced. Only the pinned CPU wheel is at hand here, so
 the other torches are that wheel with its reported version rewritten. Not met here: Colab itself, its Python
-(3.12), its GPU.
+(3.12), its GPU, the modules its kernel imports at start (google.colab) and its older traitlets and tornado; only
+lesson 00 runs on the hosted kernel.
 """
 from __future__ import annotations
 
@@ -109,10 +110,7 @@ def test_every_starter_begins_with_the_setup_cell_naming_the_repository():
 
 
 def test_in_the_course_environment_the_setup_cell_does_nothing(tmp_path):
-    """Run where the course is installed (this venv), outside the checkout: no output, no pip. A folder named
-    `grader` where it runs is not the course's package."""
-    (tmp_path / "grader").mkdir()
-    (tmp_path / "grader" / "__init__.py").write_text("raise SystemExit('the wrong grader was imported')\n")
+    """Run where the course is installed (this venv), outside the checkout: no output, no pip."""
     done = subprocess.run([sys.executable, "-c", authoring.setup_source() + "\nprint('imported', 'grader.colab' in sys.modules)"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "COMPILE_EXPORT_PACKAGE": str(tmp_path / "no-such.whl")})
@@ -201,8 +199,8 @@ def test_a_hosted_torch_is_kept_and_lesson_00_passes(hosted, tmp_path, monkeypat
     lesson = authoring.read(ROOT / "solutions" / "00_setup.ipynb")
     lesson.cells.insert(0, _setup_cell())  # the starter's setup cell on top of the solution, so the checks can pass
     _execute(lesson, hosted, tmp_path, monkeypatch)
-    said = _said(lesson.cells[0]).strip()
-    assert "\n" not in said and said.startswith("Set up the course: compile-export"), said
+    said, *after = _said(lesson.cells[0]).strip().splitlines()
+    assert said.startswith("Set up the course: compile-export") and all(l.startswith("pip: ") for l in after), after
     assert f"kept torch {before[0]} " in said and "Restart" not in said, said
     assert "kept at the versions the running kernel had imported" in said, said
     assert _torch_record(python) == before  # the same files: not reinstalled
@@ -214,8 +212,11 @@ def test_a_hosted_torch_is_kept_and_lesson_00_passes(hosted, tmp_path, monkeypat
         assert versions.get(name) == version, (name, versions.get(name))
     course = [name for name in doctor._required() if name not in ("torch", "ipykernel")]
     assert len(course) >= 10
-    for name in course:  # the course's packages, at the tested versions
-        assert versions.get(name) == PINNED[name], (name, versions.get(name))
+    named = re.search(r"at versions other than the tested ones \(they conflict with those: ([^)]*)\)", said)
+    untested = set(named.group(1).split(", ")) if named else set()
+    assert len(untested) < len(course) / 2, said
+    for name in course:  # the course's packages, at the tested versions unless the line names them
+        assert (versions.get(name) == PINNED[name]) != (name in untested), (name, versions.get(name), said)
     verdicts = [o["data"]["text/plain"] for c in lesson.cells if c.cell_type == "code" and "grader.check(" in c.source
                 for o in c.outputs if o.get("output_type") == "execute_result"]
     answered = [v for v in verdicts if "not attempted" not in v]
@@ -230,8 +231,8 @@ def test_an_unsupported_torch_is_replaced_by_the_pinned_one(hosted, tmp_path, mo
     assert _torch_record(python)[0] == "2.10.0"
     nb = nbformat.v4.new_notebook(cells=[_setup_cell(), nbformat.v4.new_code_cell("import torch; print(torch.__version__)")])
     _execute(nb, hosted, tmp_path, monkeypatch)
-    said = _said(nb.cells[0]).strip()
-    assert "\n" not in said and f"replaced torch 2.10.0 by {PINNED['torch']}" in said, said
+    said, *after = _said(nb.cells[0]).strip().splitlines()
+    assert f"replaced torch 2.10.0 by {PINNED['torch']}" in said and all(l.startswith("pip: ") for l in after), after
     assert _torch_record(python)[0].split("+")[0] == PINNED["torch"]
     assert [p.name for p in site.glob("torch-*.dist-info")] == [f"torch-{_torch_record(python)[0]}.dist-info"]
     assert _said(nb.cells[1]).strip().split("+")[0] == PINNED["torch"]
