@@ -125,7 +125,8 @@ def read(path: Path) -> nbformat.NotebookNode:
 
 LEARNER_NOTE = ("> **Your copy of this lesson.** Fill in the `...` and the `# YOUR CODE HERE` stubs, then run the "
                 "check cell under each. The first code cell sets the course up where it is missing (Colab); in "
-                "`make lab` it does nothing. In a checkout, `grader run` grades the copy you saved (Ctrl+S).")
+                "`make lab` it does nothing. In a checkout, `.venv/bin/python -m grader run` grades the copy you "
+                "saved (Ctrl+S).")
 BRANCH = "main"  # the branch "Open in Colab" opens and the setup cell installs from
 
 

@@ -65,8 +65,7 @@ concept(
     "both: torch.compile's max-autotune and TVM's MetaSchedule",
     """`mode="max-autotune"` (the `max_autotune` option, which AOTInductor takes through `inductor_configs`
     too) makes Inductor time several implementations of each matmul while compiling and keep the
-    fastest (lesson 02; on a CPU, only a matmul with constant weights: `freezing=True`
-    inference, or AOTInductor; on an NVIDIA GPU, only one with at least 68 SMs, not Colab's T4): minutes of compile time bought for steady-state speed. TVM's MetaSchedule
+    fastest (lesson 02): minutes of compile time bought for steady-state speed. TVM's MetaSchedule
     searches schedules per task within a trial budget (lesson 07). Lesson 08 races both untuned (default
     torch.compile, TVM's default schedules), so its table says nothing about what tuning would buy on your
     model: race the tuned build before deciding.""",
