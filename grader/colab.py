@@ -6,8 +6,8 @@ its dependencies, from the course's repository (``pyproject.toml``'s ``[project.
 ``COMPILE_EXPORT_PACKAGE`` names (a wheel, a folder, any pip requirement), and calls ``install()``, which:
 
 - installs the course's own dependencies at the versions of the tested set (``constraints.txt``, copied into this
-  package by ``grader build``); where those conflict with the packages it keeps (below), at versions pip finds
-  compatible, and says which;
+  package by ``grader build``); where a tested version conflicts with the packages it keeps (below), it lets go of
+  the pins pip names in its account of the conflict, and says which;
 - keeps the torch already there when the course supports its version (2.11 to 2.15: Colab's own CUDA build),
   and otherwise installs the pinned torch in its place;
 - keeps every package the running kernel has already imported at its installed version (the hosting service's
@@ -96,6 +96,25 @@ def install(*, pip: list[str] | None = None) -> str:
         raise
 
 
+_DEPENDS = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*) \S+ depends on ", re.M)
+
+
+def conflicting(pip_said: str) -> set[str]:
+    """The packages pip's account of a failed resolution names as depending on what cannot be had ("nbclient 0.11.0
+    depends on jupyter-client>=7.0.0"), by canonical name: the pins to let go, one step at a time."""
+    if "ResolutionImpossible" not in pip_said and "conflicting dependencies" not in pip_said:
+        return set()
+    return {doctor._canonical(name) for name in _DEPENDS.findall(pip_said)}
+
+
+def failure(pip_said: str) -> str:
+    """What a learner needs of pip's output when it failed: from its first error (a conflict's account follows it)
+    to the end, as pip wrote it."""
+    lines = pip_said.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("ERROR:")), max(len(lines) - 20, 0))
+    return "\n".join(lines[start:])[-3000:]
+
+
 def _pip_install(pip: list[str], requirements: list[str], constraints: dict[str, str]):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "constraints.txt"
@@ -116,18 +135,17 @@ def _install(pip: list[str]) -> str:
     imported = {name: before[name] for name in _imported() if name in before}
     requirements, constraints = plan(pins, torch_now, required, imported=imported)
     done, command = _pip_install(pip, requirements, constraints)
-    untested = False
-    if done.returncode and "ResolutionImpossible" in done.stderr:
-        # The tested versions conflict with what the running kernel keeps (Colab's jupyter-client is older than the
-        # pinned nbclient allows): pip chooses versions that fit, with torch and the kernel's packages as decided.
-        kept = {name: version for name, version in constraints.items() if name == "torch" or name in imported}
-        done, command = _pip_install(pip, requirements, kept)
-        untested = True
+    released: set[str] = set()
+    for _ in range(3):  # the tested versions conflict with what is kept (Colab's jupyter-client is older than the
+        #                 pinned nbclient allows): the pins pip names in its account of the conflict are let go
+        named = conflicting(done.stdout + done.stderr) - {"torch", *imported} - released
+        if not done.returncode or not named:
+            break
+        released |= named
+        done, command = _pip_install(pip, requirements, {k: v for k, v in constraints.items() if k not in released})
     if done.returncode:
-        said = "\n".join(line for line in (done.stdout + done.stderr).splitlines()
-                         if not line.startswith(("Requirement already satisfied", "  ", "Collecting", "Downloading",
-                                                 "Using cached", "WARNING: Location")))
-        raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}):\n{said.strip()[-3000:]}")
+        raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}):\n"
+                           f"{failure(done.stdout + done.stderr)}")
     after = _versions()
     changed = sorted(name for name, version in after.items() if before.get(name) != version)
     torch_after = after.get("torch")
@@ -139,12 +157,11 @@ def _install(pip: list[str]) -> str:
         torch_said = f"replaced torch {torch_now} by {torch_after} (the course supports 2.11 to 2.15)"
     kept = [name for name, version in imported.items() if name != "torch" and name in pins
             and version.split("+")[0] != pins[name].split("+")[0]]
-    off = [name for name in required if name != "torch" and name not in kept and name in pins
-           and after.get(name, "").split("+")[0] != pins[name].split("+")[0]]
+    off = sorted(name for name in released if after.get(name, "").split("+")[0] != pins.get(name, "").split("+")[0])
     line = (f"Set up the course: compile-export {after.get(PACKAGE, '?')}, {len(changed)} package(s) installed or "
             f"changed, " + (f"{len(kept)} kept at the versions the running kernel had imported, " if kept else "")
-            + (f"{len(off)} of the course's at versions other than the tested ones (they conflict with those: "
-               f"{', '.join(off)}), " if untested and off else "") + f"{torch_said}.")
+            + (f"{len(off)} at versions other than the tested ones (their tested versions conflict with those: "
+               f"{', '.join(off)}), " if off else "") + f"{torch_said}.")
     stale = sorted(set(changed) & set(imported))
     if stale:
         line += (f" Restart the runtime (Colab: Runtime > Restart session) and run the notebook from the top: "
