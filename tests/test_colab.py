@@ -252,6 +252,7 @@ def test_a_hosted_torch_is_kept_and_lesson_00_passes(hosted, tmp_path, monkeypat
     lesson.cells.insert(0, _setup_cell())  # the starter's setup cell on top of the solution, so the checks can pass
     _execute(lesson, hosted, tmp_path, monkeypatch)
     said, *after = _said(lesson.cells[0]).strip().splitlines()
+    print(said, *after, sep="\n")  # shown with pytest -rP
     assert said.startswith("Set up the course: compile-export") and all(l.startswith("pip: ") for l in after), after
     assert f"kept torch {before[0]} " in said and "Restart" not in said, said
     assert "kept at the versions the running kernel had imported" in said, said
