@@ -123,10 +123,13 @@ def read(path: Path) -> nbformat.NotebookNode:
         raise BuildError(f"{path.name} is not a readable notebook: {type(e).__name__}: {e}") from e
 
 
-LEARNER_NOTE = ("> **Your copy of this lesson.** Fill in the `...` and the `# YOUR CODE HERE` stubs, then run the "
-                "check cell under each. The first code cell sets the course up where it is missing (Colab); in "
-                "`make lab` it does nothing. In a checkout, `.venv/bin/python -m grader run` grades the copy you "
-                "saved (Ctrl+S).")
+def learner_note(name: str) -> str:
+    """The note at the top of the learner's copy of lesson ``name``."""
+    return ("> **Your copy of this lesson.** Fill in the `...` and the `# YOUR CODE HERE` stubs, then run the check cell "
+            "under each. The first code cell sets the course up where it is missing (Colab); in `make lab` it does "
+            f"nothing. In a checkout, `.venv/bin/python -m grader run work/{name}` grades the copy you saved (Ctrl+S).")
+
+
 BRANCH = "main"  # the branch "Open in Colab" opens and the setup cell installs from
 
 
@@ -165,7 +168,7 @@ def starter(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
     (``course.generated_from``): the learner reads a note written for them."""
     setup = nbformat.v4.new_code_cell(setup_source(), id="course-setup")
     setup.metadata.jupyter = nbformat.NotebookNode(source_hidden=True)
-    cells = [nbformat.v4.new_markdown_cell(LEARNER_NOTE, id="generated-note"), setup]
+    cells = [nbformat.v4.new_markdown_cell(learner_note(name), id="generated-note"), setup]
     for index, cell in enumerate(nb.cells):
         new = nbformat.NotebookNode(
             cell_type=cell.cell_type,

@@ -97,21 +97,24 @@ def install(*, pip: list[str] | None = None) -> str:
 
 
 _DEPENDS = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*) \S+ depends on ", re.M)
+_REQUESTED = re.compile(r"^\s*The user requested \(constraint\) ([A-Za-z0-9][A-Za-z0-9._-]*)==", re.M)
 
 
 def conflicting(pip_said: str) -> set[str]:
-    """The packages pip's account of a failed resolution names as depending on what cannot be had ("nbclient 0.11.0
-    depends on jupyter-client>=7.0.0"), by canonical name: the pins to let go, one step at a time."""
+    """The packages pip's account of a failed resolution names, by canonical name: those that depend on what cannot
+    be had ("nbclient 0.11.0 depends on jupyter-client>=7.0.0") and the constraints it names ("The user requested
+    (constraint) prompt-toolkit==3.0.52"). The caller lets go of those it does not keep, one step at a time."""
     if "ResolutionImpossible" not in pip_said and "conflicting dependencies" not in pip_said:
         return set()
-    return {doctor._canonical(name) for name in _DEPENDS.findall(pip_said)}
+    return {doctor._canonical(name) for name in _DEPENDS.findall(pip_said) + _REQUESTED.findall(pip_said)}
 
 
 def failure(pip_said: str) -> str:
-    """What a learner needs of pip's output when it failed: from its first error (a conflict's account follows it)
-    to the end, as pip wrote it."""
+    """What a learner needs of pip's output (stdout and stderr in pip's order) when it failed: from its first error
+    (a conflict's account follows it) to the end, as pip wrote it."""
     lines = pip_said.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("ERROR:")), max(len(lines) - 20, 0))
+    start = next((i for i, line in enumerate(lines) if line.startswith("ERROR:") or "The conflict is caused by" in line),
+                 max(len(lines) - 20, 0))
     return "\n".join(lines[start:])[-3000:]
 
 
@@ -120,7 +123,10 @@ def _pip_install(pip: list[str], requirements: list[str], constraints: dict[str,
         path = Path(tmp) / "constraints.txt"
         path.write_text("".join(f"{name}=={version}\n" for name, version in sorted(constraints.items())))
         command = [*pip, "install", "-c", str(path), *requirements]  # not -q: pip's account of a conflict is kept
-        return subprocess.run(command, capture_output=True, text=True), command
+        # one stream, in pip's order: its account of a conflict goes to stdout, the ERROR lines around it to stderr
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return done, [*pip, "install", *requirements, "(the tested versions as constraints)"]
 
 
 def _install(pip: list[str]) -> str:
@@ -138,14 +144,14 @@ def _install(pip: list[str]) -> str:
     released: set[str] = set()
     for _ in range(3):  # the tested versions conflict with what is kept (Colab's jupyter-client is older than the
         #                 pinned nbclient allows): the pins pip names in its account of the conflict are let go
-        named = conflicting(done.stdout + done.stderr) - {"torch", *imported} - released
+        named = conflicting(done.stdout) - {"torch", *imported} - released
         if not done.returncode or not named:
             break
         released |= named
         done, command = _pip_install(pip, requirements, {k: v for k, v in constraints.items() if k not in released})
     if done.returncode:
         raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}):\n"
-                           f"{failure(done.stdout + done.stderr)}")
+                           f"{failure(done.stdout)}")
     after = _versions()
     changed = sorted(name for name, version in after.items() if before.get(name) != version)
     torch_after = after.get("torch")
@@ -160,14 +166,14 @@ def _install(pip: list[str]) -> str:
     off = sorted(name for name in released if after.get(name, "").split("+")[0] != pins.get(name, "").split("+")[0])
     line = (f"Set up the course: compile-export {after.get(PACKAGE, '?')}, {len(changed)} package(s) installed or "
             f"changed, " + (f"{len(kept)} kept at the versions the running kernel had imported, " if kept else "")
-            + (f"{len(off)} at versions other than the tested ones (their tested versions conflict with those: "
-               f"{', '.join(off)}), " if off else "") + f"{torch_said}.")
+            + (f"{len(off)} not at the tested version, to fit the kernel's packages ({', '.join(off)}), "
+               if off else "") + f"{torch_said}.")
     stale = sorted(set(changed) & set(imported))
     if stale:
         line += (f" Restart the runtime (Colab: Runtime > Restart session) and run the notebook from the top: "
                  f"{', '.join(stale)} had been imported before.")
     print(line)
-    conflicts = [l for l in done.stderr.splitlines() if " requires " in l and "but you have" in l]
+    conflicts = [l for l in done.stdout.splitlines() if " requires " in l and "but you have" in l]
     for conflict in conflicts:  # pip's own words: a package already there wants another version than the course's
         print(f"pip: {conflict.strip()}")
     return line

@@ -1,13 +1,13 @@
 """The Colab path: the setup cell every starter begins with (grader/colab.py).
 
-Met as a hosted notebook meets it: a fresh venv that already has a torch and the older IPython and ipykernel a
-hosting service runs its kernel on (Colab's), and none of the course's packages; the setup cell, run by nbclient,
+Met as a hosted notebook meets it: a fresh venv that already has a torch and the older IPython, ipykernel and
+jupyter-client a hosting service runs its kernel on (Colab's), and none of the course's other packages; the setup cell, run by nbclient,
 installs the course from a wheel built here from this checkout (``COMPILE_EXPORT_PACKAGE``) and the pinned set
 from the machine's own package sources, less the pins that conflict with the kernel's packages (nbclient's here). Both branches: a torch the course supports is kept (then lesson 00 runs
 top to bottom with its checks passing), one it does not is replaced. Only the pinned CPU wheel is at hand here, so
 the other torches are that wheel with its reported version rewritten. Not met here: Colab itself, its Python
-(3.12), its GPU, the modules its kernel imports at start (google.colab) and its older traitlets and tornado; only
-lesson 00 runs on the hosted kernel.
+(3.12), its GPU, the modules its kernel imports at start (google.colab), its older traitlets and tornado, and its
+preinstalled versions of the course's packages; only lesson 00 runs on the hosted kernel.
 """
 from __future__ import annotations
 
@@ -77,12 +77,31 @@ ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics
 
 
 def test_the_pins_pip_names_in_a_conflict_are_let_go_and_its_account_is_shown():
-    assert colab.conflicting(PIP_CONFLICT) == {"nbclient"}
+    assert colab.conflicting(PIP_CONFLICT) == {"nbclient", "jupyter-client"}  # the caller keeps jupyter-client
     assert colab.conflicting("ERROR: No matching distribution found for torch==9.9") == set()
     shown = colab.failure(PIP_CONFLICT)
     assert shown.startswith("ERROR: Cannot install nbclient==0.11.0")
     assert "nbclient 0.11.0 depends on jupyter-client>=7.0.0" in shown and "(constraint) jupyter-client==6.1.12" in shown
     assert "Using cached" not in shown
+
+
+def test_a_failed_setup_shows_pips_account_of_the_conflict(monkeypatch):
+    """pip writes its account of a conflict to stdout and the ERROR lines to stderr: what the learner reads has
+    both, and pip was asked again without the pins it named (not the kept ones)."""
+    script = ("import sys; print('Collecting nbclient==0.11.0'); print('The conflict is caused by:'); "
+              "print('    nbclient 0.11.0 depends on jupyter-client>=7.0.0'); "
+              "print('    The user requested (constraint) jupyter-client==6.1.12'); "
+              "print('ERROR: Cannot install nbclient==0.11.0 because these package versions have conflicting "
+              "dependencies.', file=sys.stderr); print('ERROR: ResolutionImpossible: for help visit ...', "
+              "file=sys.stderr); open(sys.argv[1], 'a').write(' '.join(sys.argv[2:]) + chr(10)); sys.exit(1)")
+    calls = Path(pytest.importorskip("tempfile").mkdtemp()) / "calls"
+    monkeypatch.setattr(colab, "_imported", lambda: {"jupyter-client"})
+    with pytest.raises(RuntimeError) as raised:
+        colab._install([sys.executable, "-c", script, str(calls)])
+    said = str(raised.value)
+    assert "nbclient 0.11.0 depends on jupyter-client>=7.0.0" in said and "ERROR: ResolutionImpossible" in said, said
+    assert "constraints.txt" not in said.splitlines()[0]  # no path to a constraints file that no longer exists
+    assert len(calls.read_text().splitlines()) == 2  # asked again once, without nbclient's pin; then nothing to let go
 
 
 def test_a_namespace_shared_by_packages_counts_only_the_one_whose_files_were_loaded(tmp_path, monkeypatch):
@@ -265,7 +284,7 @@ def test_a_hosted_torch_is_kept_and_lesson_00_passes(hosted, tmp_path, monkeypat
         assert versions.get(name) == version, (name, versions.get(name))
     course = [name for name in doctor._required() if name not in ("torch", "ipykernel")]
     assert len(course) >= 10
-    named = re.search(r"at versions other than the tested ones \(their tested versions conflict with those: ([^)]*)\)", said)
+    named = re.search(r"not at the tested version, to fit the kernel's packages \(([^)]*)\)", said)
     untested = set(named.group(1).split(", ")) if named else set()
     assert untested == {"nbclient"}, said  # nbclient 0.11 (pinned) needs jupyter-client>=7; the hosted kernel keeps 6.1.12
     for name in course:  # the course's packages, at the tested versions unless the line names them
