@@ -126,7 +126,7 @@ def _pip_install(pip: list[str], requirements: list[str], constraints: dict[str,
         # one stream, in pip's order: its account of a conflict goes to stdout, the ERROR lines around it to stderr
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        return done, [*pip, "install", *requirements, "(the tested versions as constraints)"]
+        return done, [*pip, "install", *requirements]
 
 
 def _install(pip: list[str]) -> str:
@@ -150,7 +150,8 @@ def _install(pip: list[str]) -> str:
         released |= named
         done, command = _pip_install(pip, requirements, {k: v for k, v in constraints.items() if k not in released})
     if done.returncode:
-        raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}):\n"
+        let_go = f"; the tested versions of {', '.join(sorted(released))} let go after a conflict" if released else ""
+        raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}{let_go}):\n"
                            f"{failure(done.stdout)}")
     after = _versions()
     changed = sorted(name for name, version in after.items() if before.get(name) != version)
