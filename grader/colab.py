@@ -124,9 +124,8 @@ def _pip_install(pip: list[str], requirements: list[str], constraints: dict[str,
         path.write_text("".join(f"{name}=={version}\n" for name, version in sorted(constraints.items())))
         command = [*pip, "install", "-c", str(path), *requirements]  # not -q: pip's account of a conflict is kept
         # one stream, in pip's order: its account of a conflict goes to stdout, the ERROR lines around it to stderr
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        return done, [*pip, "install", *requirements]
 
 
 def _install(pip: list[str]) -> str:
@@ -140,7 +139,7 @@ def _install(pip: list[str]) -> str:
     torch_now = before.get("torch")
     imported = {name: before[name] for name in _imported() if name in before}
     requirements, constraints = plan(pins, torch_now, required, imported=imported)
-    done, command = _pip_install(pip, requirements, constraints)
+    done = _pip_install(pip, requirements, constraints)
     released: set[str] = set()
     for _ in range(3):  # the tested versions conflict with what is kept (Colab's jupyter-client is older than the
         #                 pinned nbclient allows): the pins pip names in its account of the conflict are let go
@@ -148,10 +147,10 @@ def _install(pip: list[str]) -> str:
         if not done.returncode or not named:
             break
         released |= named
-        done, command = _pip_install(pip, requirements, {k: v for k, v in constraints.items() if k not in released})
+        done = _pip_install(pip, requirements, {k: v for k, v in constraints.items() if k not in released})
     if done.returncode:
-        let_go = f"; the tested versions of {', '.join(sorted(released))} let go after a conflict" if released else ""
-        raise RuntimeError(f"pip could not install the course's packages ({' '.join(command)}{let_go}):\n"
+        let_go = f" (let go after a conflict: {', '.join(sorted(released))})" if released else ""
+        raise RuntimeError(f"pip could not install the course's packages at the tested versions{let_go}:\n"
                            f"{failure(done.stdout)}")
     after = _versions()
     changed = sorted(name for name, version in after.items() if before.get(name) != version)
