@@ -149,12 +149,14 @@ def colab_url(name: str) -> str:
 
 def setup_source() -> str:
     """The setup cell of every starter (grader/colab.py says what ``install`` does)."""
+    from .colab import PACKAGE_ENV
+
     return f"""# Setup: where the course is not installed (Colab), this installs it (grader/colab.py); in `make lab`, nothing.
 import importlib, importlib.metadata, os, subprocess, sys
 try:
     importlib.metadata.version("compile-export")  # the course's package: there once a setup has worked
 except importlib.metadata.PackageNotFoundError:
-    source = os.environ.get("COMPILE_EXPORT_PACKAGE", "git+{repository()}@{BRANCH}")
+    source = os.environ.get("{PACKAGE_ENV}", "git+{repository()}@{BRANCH}")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", source], check=True)
     importlib.invalidate_caches()
     import grader.colab; grader.colab.install()"""

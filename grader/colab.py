@@ -66,8 +66,6 @@ def _imported() -> set[str]:
     """The distributions a module this process has imported was loaded from, by canonical name: by the module's
     file, so that a namespace several distributions share (``google``, when Colab's kernel imports
     ``google.colab``) counts only the one whose files were loaded (not protobuf)."""
-    import os
-
     loaded = {os.path.realpath(path) for module in list(sys.modules.values())
               if isinstance(path := getattr(module, "__file__", None), str)}
     tops = {name.partition(".")[0] for name in list(sys.modules)}
