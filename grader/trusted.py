@@ -301,9 +301,9 @@ def _fingerprint(value, kept: list, depth: int = 0):
     return kind, id(value)
 
 
-def _grader_data(kept: list) -> dict:
+def _grader_data(kept: list, skip: frozenset = _GRADER_STATE) -> dict:
     """Fingerprints of the grader's module-level data (not its functions, classes or modules, which ``changed``
-    compares by identity, nor ``_GRADER_STATE``), by qualified name."""
+    compares by identity, nor what ``skip`` names), by qualified name."""
     from types import ModuleType
 
     found = {}
@@ -312,7 +312,7 @@ def _grader_data(kept: list) -> dict:
             continue
         for key, value in list(getattr(module, "__dict__", {}).items()):
             name = f"{module_name}.{key}"
-            if key.startswith("__") or name in _GRADER_STATE or callable(value) or isinstance(value, ModuleType) \
+            if key.startswith("__") or name in skip or callable(value) or isinstance(value, ModuleType) \
                     or type(value).__name__ == "_Feature":
                 continue
             found[name] = _fingerprint(value, kept)
@@ -370,25 +370,20 @@ class LoadGuard:
         if not _AUDIT["installed"]:
             sys.addaudithook(_audit)  # the only way to see one added: they cannot be listed
             _AUDIT["installed"] = True
-        self.before = self._take()
+        self._kept: list = []
+        self.before = self._take(self._kept)
 
     @staticmethod
-    def _take() -> dict[str, str]:
+    def _take(kept: list) -> dict:
         import threading
-        from types import ModuleType
 
         taken = {"threads": ",".join(sorted(str(t.ident) for t in threading.enumerate())),
                  "audit hooks": str(_AUDIT["added"])}
-        for name, module in list(sys.modules.items()):
-            if not (name == PACKAGE or name.startswith(PACKAGE + ".")) or not isinstance(module, ModuleType):
-                continue
-            for key, value in list(vars(module).items()):
-                if not key.startswith("__") and not callable(value) and not isinstance(value, ModuleType):
-                    taken[f"{name}.{key}"] = _value_print(value)
+        taken.update(_grader_data(kept, skip=frozenset()))  # its state too: nothing may change while loading
         return taken
 
     def changed(self) -> list[str]:
-        now = self._take()
+        now = self._take([])
         return sorted(k for k in set(self.before) | set(now) if self.before.get(k) != now.get(k))[:5]
 
 
