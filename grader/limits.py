@@ -6,9 +6,13 @@ Two layers, both keyed to ``memory_mb`` (0 or None: no limit):
   mappings against it, so a PROT_NONE reservation (what the CUDA build of torch makes, many GB of it)
   costs nothing, while a runaway allocation fails in the cell with a MemoryError and the notebook goes
   on. RLIMIT_AS counted those reservations and made the CUDA build unusable.
-- ``Watchdog`` (a thread in the grading process) adds up the resident memory of a process and its
-  children and kills them all when it passes the limit: it catches what RLIMIT_DATA does not count
-  (shared memory, child processes, a limit the process raised again).
+- ``Watchdog`` (a thread in the grading process) adds up the memory of a process and its children and
+  kills them all when it passes the limit: it catches what RLIMIT_DATA does not count (shared memory,
+  child processes, a limit the process raised again). It counts each page once: resident sizes add the
+  shared pages of a library once per process that maps it, and Inductor's compile workers (one per core,
+  up to 32, each with torch loaded) then add up to far more than the tree uses. So it first adds resident
+  sizes (cheap, never less than the truth), and only when those pass the limit adds proportional sizes
+  (PSS: a page shared by n processes counts 1/n in each), which decides.
 """
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ class Watchdog:
     def __init__(self, pid: int | None, memory_mb: int | None, *, poll: float = POLL_SECONDS):
         self.pid, self.memory_mb, self.poll = pid, memory_mb, poll
         self.tripped = False
-        self.peak_mb = 0.0  # the most resident memory seen, for reports and tests
+        self.peak_mb = 0.0  # the most memory counted (as the limit counts it), for reports and tests
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -92,12 +96,9 @@ class Watchdog:
                 except psutil.Error:  # the root is gone: nothing left to watch
                     return
             ticks += 1
-            total = 0
-            for proc in tree:
-                try:
-                    total += proc.memory_info().rss
-                except psutil.Error:
-                    pass
+            total = _added(tree, "rss")
+            if total > limit:  # resident sizes count a shared page once per process: count it once
+                total = _added(tree, "pss")
             self.peak_mb = max(self.peak_mb, total / 2**20)
             if total > limit:
                 self.tripped = True  # before the kill: whoever sees the death must see why
@@ -111,6 +112,20 @@ class Watchdog:
                     except psutil.Error:
                         pass
                 return
+
+
+def _added(tree, kind: str) -> int:
+    """The processes' resident (``rss``) or proportional (``pss``) sizes added up; a process gone counts 0."""
+    import psutil
+
+    total = 0
+    for proc in tree:
+        try:
+            info = proc.memory_full_info() if kind == "pss" else proc.memory_info()
+            total += getattr(info, kind, None) or info.rss  # no PSS on this system: resident size
+        except psutil.Error:
+            pass
+    return total
 
 
 def exit_reason(returncode: int | None, watchdog: Watchdog | None = None) -> str:

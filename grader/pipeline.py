@@ -27,6 +27,18 @@ NOTEBOOK_TIMEOUT = 1200  # seconds for the whole notebook
 CHECK_TIMEOUT = 180  # seconds for one exercise's check
 STARTUP_TIMEOUT = 300  # seconds for a check worker to import torch and the grader (slow on a busy machine)
 MEMORY_MB = 6144  # memory limit of a learner's kernel and of a check worker (see limits.py)
+COMPILE_WORKERS = 4  # most Inductor compile workers a graded process starts (torch's default: one per core, up to 32)
+
+
+def graded_environment(home: Path) -> dict[str, str]:
+    """What a graded kernel and its check worker get in their environment: a throwaway progress home, and at most
+    COMPILE_WORKERS compile workers (each loads torch: 32 of them alone would pass the memory limit on a big grading
+    server), unless the instructor set TORCHINDUCTOR_COMPILE_THREADS."""
+    env = {"GRADER_HOME": str(home)}
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(max(1, min(COMPILE_WORKERS, len(os.sched_getaffinity(0))
+                                                                if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)))
+    return env
 
 
 @dataclass
@@ -435,7 +447,7 @@ def run_notebook(
     with tempfile.TemporaryDirectory(prefix="grader-") as tmp:
         tmp = Path(tmp)
         # The kernel's own check calls record progress into a throwaway home: only this report counts.
-        env = {"GRADER_HOME": str(tmp / "home")}
+        env = graded_environment(tmp / "home")
         kernel_env, jail = {**env, DEFER_CHECKS: "1"}, None  # its check cells leave the judging to the worker
         if trust:
             kernel_grader = trust.snapshot.materialize(tmp / "kernel-grader")

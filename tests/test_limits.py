@@ -9,8 +9,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 
 import nbformat
+import psutil
 import pytest
 
 from grader import grading, limits, registry
@@ -68,6 +70,30 @@ def test_watchdog_kills_a_process_tree_over_its_limit_and_spares_one_under_it():
     with limits.Watchdog(calm.pid, 400) as watchdog:
         assert calm.wait(timeout=60) == 0
     assert not watchdog.tripped
+
+
+# Pages shared by several processes (what Inductor's compile workers share: torch's libraries, one per core):
+# 300 MB written, then five forks that only wait. Each process shows the 300 MB as resident, 1.8 GB added up.
+SHARED_BY_FORKS = """
+import os, time
+block = bytearray(300 << 20)
+block[::4096] = b"\\x01" * len(block[::4096])
+for _ in range(5):
+    if os.fork() == 0:
+        time.sleep(4)
+        os._exit(0)
+time.sleep(4)
+"""
+
+
+def test_watchdog_counts_a_page_shared_by_a_process_tree_once():
+    tree = subprocess.Popen([sys.executable, "-c", SHARED_BY_FORKS])
+    with limits.Watchdog(tree.pid, 1000) as watchdog:
+        time.sleep(2.5)
+        resident = sum(proc.memory_info().rss for proc in [psutil.Process(tree.pid), *psutil.Process(tree.pid).children()])
+        assert tree.wait(timeout=60) == 0
+    assert resident > 1500 << 20  # what the watchdog used to add up and kill the tree for
+    assert not watchdog.tripped and 300 < watchdog.peak_mb < 1000
 
 
 def test_exit_reasons_name_codes_and_signals():
@@ -173,3 +199,15 @@ def test_resident_memory_past_the_limit_is_stopped_reported_and_earlier_points_k
     assert set(statuses.values()) == {"passed"}, problems
     assert any(f"kernel died while running {added_cell('hogs_shared_memory')} (it ran out of its {MEMORY_MB} MB memory limit)" in p
                for p in problems), problems
+
+
+def test_a_graded_process_starts_at_most_four_compile_workers_unless_the_instructor_says(tmp_path, monkeypatch):
+    from grader import pipeline
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    assert pipeline.graded_environment(tmp_path) == {"GRADER_HOME": str(tmp_path), "TORCHINDUCTOR_COMPILE_THREADS": "4"}
+    monkeypatch.setattr(pipeline.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert pipeline.graded_environment(tmp_path)["TORCHINDUCTOR_COMPILE_THREADS"] == "2"
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "16")  # the instructor's own choice: inherited as it is
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in pipeline.graded_environment(tmp_path)
