@@ -34,6 +34,7 @@ class Exercise:
     answers: tuple[str, ...]  # names of the learner's answer objects, in the order check() takes them
     hint: str
     requires: tuple[str, ...] = ()  # optional modules the check needs (grader.optional): skipped without them
+    host: bool = False  # the check runs the answer in a process of its own (grader.host): never loaded in the worker
 
     @property
     def lesson(self) -> str:
@@ -70,6 +71,7 @@ def load() -> tuple[dict[str, Lesson], dict[str, Exercise]]:
             answers=tuple(raw["answers"]),
             hint=raw["hint"].strip(),
             requires=tuple(raw.get("requires", ())),
+            host=bool(raw.get("host", False)),
         )
         if not ID_PATTERN.match(ex.id):
             raise RegistryError(f"exercise id {ex.id!r} is not of the form NN.slug")

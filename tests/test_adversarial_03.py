@@ -328,7 +328,7 @@ def test_misreadings_are_named_in_the_message(replay):
 
 def test_liars_and_look_alikes_are_refused(replay):
     fails(replay, lambda d: LiarDict(solution_summary(d)), says=("dict",))
-    fails(replay, lambda d: {k: LiarInt(v) for k, v in solution_summary(d).items()}, says=("plain int",))
+    fails(replay, lambda d: {k: LiarInt(v) for k, v in solution_summary(d).items()}, says=("plain data", "LiarInt"))
     fails(replay, lambda d: {k: str(v) for k, v in solution_summary(d).items()}, says=("plain int",))
     fails(replay, lambda d: (_graphs(d), _recompiles(d)), says=("dict",))
 
@@ -376,7 +376,27 @@ def asks_the_trace_processes(trace_dir):
 
 
 def test_asking_the_trace_processes_before_the_check_fails():
-    fails("03.read_trace", asks_the_trace_processes, says=("asked for its count before the check asked",))
+    """Failed before with the nonce: the trace processes now answer before summarize_trace runs, in a process of
+    its own, where no frame holds them."""
+    fails("03.read_trace", asks_the_trace_processes)
+
+
+def shadows_the_trace_processes_reply(trace_dir):
+    """The held-out cheat: an instance attribute shadows ``Popen.communicate`` on the check's trace processes
+    (found through ``gc``), so the check's question, nonce and all, gets this function's reply: one graph."""
+    for obj in gc.get_objects():
+        if isinstance(obj, subprocess.Popen) and hasattr(obj, "stderr_path") and "communicate" not in vars(obj):
+            def forged(input=None, timeout=None):
+                reply = {"nonce": (input or "").strip(), "seen": [[0, 0]], "source": "", "ks": [], "expected": {}}
+                return json.dumps(reply) + "\n", ""
+            obj.communicate = forged
+    return {"graphs": 1 if any(pathlib.Path(trace_dir).iterdir()) else 0, "recompiles": 0}
+
+
+def test_a_forged_reply_of_the_trace_processes_fails():
+    """Passed before: the check asked its trace processes for the counts through a method the answer could
+    shadow, after the answer had run beside them."""
+    fails("03.read_trace", shadows_the_trace_processes_reply)
 
 
 def test_a_hard_coded_summary_and_the_starter(replay, drawn):
@@ -460,3 +480,19 @@ def test_which_log_answer_that_bends_the_check_process_when_loaded_fails(tmp_pat
     path = _answers_file(tmp_path, which_log={**answer, "extra": RunsWhenLoaded(when_loaded)})
     (result,) = check_answers([registry.get("03.which_log")], path, timeout=300)
     assert result.status is Status.FAILED, result
+
+
+def test_read_trace_in_the_worker_runs_the_answer_in_a_host_and_never_loads_it_there(tmp_path):
+    """Graded as a notebook's answer travels: the worker hands the check the saved bytes (the answer is never
+    unpickled in the check process, so code it runs when loaded cannot touch the check), the check runs it in
+    grader.host. The right answer passes, the forged reply fails, and one whose loading would empty the
+    check's tables is judged on what it returns."""
+    exercise = registry.get("03.read_trace")
+    (right,) = check_answers([exercise], _answers_file(tmp_path, summarize_trace=solution_summary), timeout=300)
+    assert right.status is Status.PASSED, right
+    (forged,) = check_answers([exercise], _answers_file(tmp_path, summarize_trace=shadows_the_trace_processes_reply),
+                              timeout=300)
+    assert forged.status is Status.FAILED, forged
+    (loaded,) = check_answers([exercise], _answers_file(tmp_path, summarize_trace=RunsWhenLoaded(_no_questions)),
+                              timeout=300)
+    assert loaded.status is Status.NOT_UNDERSTOOD and "should be a function, but it is a str" in loaded.message, loaded

@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from .. import probes
+from .. import host, probes
 from ..checking import CheckFailed, as_bool, as_dict, as_int, as_ints, as_str, as_tuple, call, expect, expect_close, expect_callable, expect_prediction, first_line
 
 
@@ -505,7 +505,11 @@ def _misreading(got: dict, truth: dict, trace_dir) -> str:
 
 
 def read_trace(summarize_trace):
-    expect_callable("summarize_trace", summarize_trace)
+    """The counts are measured first; then ``summarize_trace`` runs in a process of its own (``grader.host``) on
+    an empty directory and on both traces: nothing this process holds (the counts, its trace processes) is
+    within its reach."""
+    if not isinstance(summarize_trace, host.Payload):
+        expect_callable("summarize_trace", summarize_trace)
     with tempfile.TemporaryDirectory(prefix="grader-trace-") as tmp:
         tmp = pathlib.Path(tmp)
         dirs = [tmp / f"trace_{i}" for i in range(2)]
@@ -516,19 +520,19 @@ def read_trace(summarize_trace):
                 procs.append(start_trace(parity, trace_dir))
             empty = tmp / "nothing_compiled"
             empty.mkdir()
-            got = _summary("summarize_trace(...)", call(summarize_trace, str(empty), name="summarize_trace"))
-            want = {"graphs": 0, "recompiles": 0}
-            expect(got == want, f"on an empty trace directory (a process that compiled nothing) summarize_trace "
-                   f"returned {got}, expected {want}", measured=got, expected=want)
             for proc in procs:
                 trace_ready(proc)
-            answers = [_summary("summarize_trace(...)", call(summarize_trace, str(d), name="summarize_trace")) for d in dirs]
-            truths = [finish_trace(proc) for proc in procs]  # only now does this process learn the counts
+            truths = [finish_trace(proc) for proc in procs]
         finally:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
                     p.communicate()
+        got, *answers = [_summary("summarize_trace(...)", value) for value in
+                         host.calls(summarize_trace, [(str(empty),), *((str(d),) for d in dirs)], name="summarize_trace")]
+        want = {"graphs": 0, "recompiles": 0}
+        expect(got == want, f"on an empty trace directory (a process that compiled nothing) summarize_trace "
+               f"returned {got}, expected {want}", measured=got, expected=want)
         right = {"graphs": 0, "recompiles": 0}
         wrong = []
         for trace_dir, got, truth in zip(dirs, answers, truths):
