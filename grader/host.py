@@ -2,10 +2,10 @@
 
 In the check's own process, learner code can find any object (``gc``), read and write the frames above it
 and replace methods on the objects it finds: whatever the check keeps there as evidence, the answer can
-fill. ``call`` runs the answer in a fresh interpreter (the host): only data crosses, both ways (the
+fill. ``calls`` runs the answer in a fresh interpreter (the host): only data crosses, both ways (the
 arguments and the return value as exact built-in data, ``checking.plain``), and the check decides from
-what it measured itself. The check process is made undumpable first, so that the host (same user) cannot
-read its memory through ``/proc`` or ptrace either.
+what it measured itself. The check worker makes itself undumpable (``undumpable``), so that a host (the same
+user) cannot read its memory through ``/proc`` or ptrace either.
 
 An answer reaches the host as the bytes the kernel saved (``Payload``, what the worker hands a check whose
 exercise says ``host = true``: such an answer is never loaded in the check's process) or, in a learner's
@@ -66,47 +66,87 @@ def _environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
-def calls(answer, argument_lists, *, name: str = "your function", timeout: float = TIMEOUT) -> list:
+def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[str, ...] | None = None,
+          timeout: float = TIMEOUT) -> list:
     """``answer(*args)`` for each ``args`` of ``argument_lists``, in order, in one host; returns their values as
-    exact built-in data. The learner's exceptions become a CheckFailed (NotAttempted for the starter stub), as
-    ``checking.call`` words them, and end the calls; a value that is not plain data, a host that dies or does not
-    answer in ``timeout`` seconds, a CheckFailed too."""
-    undumpable()
-    job = pickle.dumps((name, _saved(answer), [tuple(args) for args in argument_lists]))
+    exact built-in data (with ``keys``, a dict value keeps only those keys: what the check reads). The learner's
+    exceptions become a CheckFailed (NotAttempted for the starter stub), as ``checking.call`` words them, and end
+    the calls; a value that is not plain data, a host that dies, sends no well-formed reply or does not exit
+    within ``timeout`` seconds, a CheckFailed too. The reply is the answer's own data, as untrusted as the answer:
+    it is read as data only, and converted again here. The host and whatever it starts end with the call."""
+    import signal
+    import tempfile
+
+    from .checking import plain
+    from .limits import exit_reason
+
+    job = pickle.dumps((name, _saved(answer), [tuple(args) for args in argument_lists], keys))
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        stdin.write(job)
+        stdin.seek(0)
+        # Files, not pipes: the call waits for the host to exit, not for every process holding a pipe to close it.
+        proc = subprocess.Popen([sys.executable, "-m", "grader.host"], stdin=stdin, stdout=stdout, stderr=stderr,
+                                env=_environment(), start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # the host's session: what it started (and it, if still running)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        stdout.seek(0)
+        stderr.seek(0)
+        out, err = stdout.read(), stderr.read().decode(errors="replace").strip().splitlines()
+    if proc.returncode == -signal.SIGKILL and not out.startswith(MARK):
+        raise CheckFailed(f"`{name}` did not return within {timeout:.0f} s")
+    reply = out[len(MARK):] if out.startswith(MARK) else b""
     try:
-        done = subprocess.run([sys.executable, "-m", "grader.host"], input=job, capture_output=True,
-                              timeout=timeout, env=_environment())
-    except subprocess.TimeoutExpired:
-        raise CheckFailed(f"`{name}` did not return within {timeout:.0f} s") from None
-    reply = done.stdout[len(MARK):] if done.stdout.startswith(MARK) else b""
-    if not reply or _runs_code(reply):
-        err = done.stderr.decode(errors="replace").strip().splitlines()
-        raise CheckFailed(f"the process that ran `{name}` ended without an answer ({err[-1][:200] if err else f'exit code {done.returncode}'})")
-    status, value = pickle.loads(reply)
-    if status == "ok":
-        return value
-    raise {"stub": NotAttempted, "not understood": NotUnderstood}.get(status, CheckFailed)(value)
+        if not reply or runs_code(reply):
+            raise ValueError
+        status, value = pickle.loads(reply)
+    except Exception:
+        printed = f"; your code printed: {err[-1][:200]}" if err else ""
+        raise CheckFailed(f"the process that ran `{name}` ended without a well-formed answer "
+                          f"({exit_reason(proc.returncode)}{printed})") from None
+    if status == "ok" and type(value) is list and len(value) == len(argument_lists):
+        return [plain(f"{name}(...)", item) for item in value]
+    if status in _FAILURES and type(value) is str:
+        raise _FAILURES[status](value)
+    raise CheckFailed(f"the process that ran `{name}` sent an answer of the wrong form")
+
+
+_FAILURES = {"stub": NotAttempted, "not understood": NotUnderstood, "failed": CheckFailed}
 
 
 MARK = b"\x00grader-host-reply\x00"
 
 
-def _runs_code(data: bytes) -> bool:
-    """Whether unpickling ``data`` could call anything: a reply holds only built-in data."""
+def runs_code(payload) -> bool:
+    """Whether unpickling ``payload`` may call anything (a function, a class, ``__setstate__``): plain data
+    (numbers, strings, containers of them) cannot. The worker asks it of every answer it loads, the judge of
+    every reply a host sends."""
     import pickletools
 
+    if not isinstance(payload, bytes):
+        return False
     try:
-        return any(op.name in ("REDUCE", "BUILD", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4",
-                               "GLOBAL", "STACK_GLOBAL") for op, _, _ in pickletools.genops(data))
+        return any(op.name in _CALLING_OPCODES for op, _, _ in pickletools.genops(payload))
     except Exception:
         return True
+
+
+_CALLING_OPCODES = frozenset({"REDUCE", "BUILD", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4",
+                              "GLOBAL", "STACK_GLOBAL"})
 
 
 def main() -> int:
     """The host: stdin holds ``(name, saved answer, argument lists)``; the reply, ``MARK`` then a pickle of
     ``("ok", values)``, ``("stub", message)`` or ``("failed", message)``, goes to the original stdout. What the
     learner's code prints goes to stderr."""
-    name, saved, argument_lists = pickle.loads(sys.stdin.buffer.read())
+    name, saved, argument_lists, keys = pickle.loads(sys.stdin.buffer.read())
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -115,7 +155,11 @@ def main() -> int:
     try:
         fn = pickle.loads(saved)
         expect_callable(name, fn)
-        reply = ("ok", [plain(f"what `{name}` returned", call_learner(fn, *args, name=name)) for args in argument_lists])
+        values = [call_learner(fn, *args, name=name) for args in argument_lists]
+        if keys is not None:  # only what the check reads has to be data
+            values = [{k: v for k, v in dict.items(value) if type(k) is str and k in keys} if type(value) is dict
+                      else value for value in values]
+        reply = ("ok", [plain(f"{name}(...)", value) for value in values])
     except NotAttempted as e:
         reply = ("stub", str(e))
     except NotUnderstood as e:

@@ -123,7 +123,7 @@ def _added(tree, kind: str) -> int:
         try:
             try:
                 info = proc.memory_full_info() if kind == "pss" else proc.memory_info()
-            except psutil.AccessDenied:  # an undumpable process (a check worker, grader.host) hides its PSS
+            except psutil.AccessDenied:  # an undumpable process (the check worker) hides its PSS: counted in full
                 info = proc.memory_info()
             total += getattr(info, kind, None) or info.rss  # no PSS on this system: resident size
         except psutil.Error:

@@ -39,9 +39,11 @@ another way pass, natural misreadings and cheats fail.
     recompiles as graphs beyond the first of each frame (a frame whose first compile made no graph);
     a hard-coded summary.
   cheats: reading the count out of the check's frame (passed before, defect: the truth was computed, and
-    the drawn function's spec held, before summarize_trace was called). Now the function is drawn and run
-    in the trace process, which keeps its count until the check asks for it with a nonce drawn after
-    every call of summarize_trace; asking it earlier fails the check.
+    the drawn function's spec held, before summarize_trace was called); asking the trace processes for their
+    counts, or shadowing their `communicate` to forge the reply (passed before, defect: the check asked them
+    after summarize_trace had run beside them). Now the check takes the counts first and runs summarize_trace
+    in a process of its own (grader.host), where neither the counts nor the processes can be reached; a reply
+    the answer writes itself is its own data, checked for its form.
 """
 from __future__ import annotations
 
@@ -496,3 +498,44 @@ def test_read_trace_in_the_worker_runs_the_answer_in_a_host_and_never_loads_it_t
     (loaded,) = check_answers([exercise], _answers_file(tmp_path, summarize_trace=RunsWhenLoaded(_no_questions)),
                               timeout=300)
     assert loaded.status is Status.NOT_UNDERSTOOD and "should be a function, but it is a str" in loaded.message, loaded
+
+
+def writes_its_own_short_reply(trace_dir):
+    """Found by review: the host's reply channel is in a frame above the answer; writing a reply with one
+    summary (for the empty directory) and exiting left the traces' summaries out, and nothing was compared."""
+    import os
+    import pickle
+
+    from grader import host
+
+    frame = inspect.currentframe()
+    while frame is not None and "out" not in frame.f_locals:
+        frame = frame.f_back
+    frame.f_locals["out"].write(host.MARK + pickle.dumps(("ok", [{"graphs": 0, "recompiles": 0}])))
+    frame.f_locals["out"].flush()
+    os._exit(0)
+
+
+def with_a_record_kinds_counter(trace_dir):
+    """A right answer that also returns what it counted, as a Counter: the check reads two keys only."""
+    import collections
+
+    return {**solution_summary(trace_dir), "record_kinds": collections.Counter(["dynamo_start"])}
+
+
+def leaves_a_process_running(trace_dir):
+    """A right answer that starts a process it never waits for: the check ends it."""
+    subprocess.Popen(["sleep", "300"])
+    return solution_summary(trace_dir)
+
+
+def test_a_reply_the_answer_writes_itself_is_only_its_own_data(replay):
+    fails(replay, writes_its_own_short_reply, says=("wrong form",))
+
+
+def test_read_trace_reads_only_the_two_counts_and_ends_what_the_answer_started(replay):
+    passes(replay, with_a_record_kinds_counter)
+    before = set(subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True).stdout.split())
+    passes(replay, leaves_a_process_running)
+    after = set(subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True).stdout.split())
+    assert after <= before, after - before

@@ -303,9 +303,9 @@ def custom_op(register):
 # --- 03.read_trace ----------------------------------------------------------------------------------
 # A TORCH_TRACE directory holds one log file per process; each record is a line with a glog-style prefix
 # and a JSON object, followed by payload lines that start with a tab. The check has fresh processes draw
-# functions, run them with TORCH_TRACE set and measure the truth with a counting backend. A process keeps
-# what it drew and counted to itself until every call of the learner's function has returned, so nothing
-# in the check's process (no frame, no object) holds the answer while learner code runs.
+# functions, run them with TORCH_TRACE set and measure the truth with a counting backend. The check asks them
+# for their counts, and only then runs the learner's function, in a process of its own (grader.host): nothing
+# it can reach holds the counts or the processes that measured them.
 
 
 def _trace_program() -> str:
@@ -438,7 +438,7 @@ def trace_ready(proc, timeout: float = 300) -> None:
 def finish_trace(proc, timeout: float = 60) -> dict:
     """Ask ``start_trace``'s process, with a nonce drawn now, what it drew and what its counting backend
     saw: ``{"graphs", "recompiles", "source", "ks"}``. An answer without this nonce (or none) means that
-    something asked the process before the check did: learner code, the only code that ran in between."""
+    something asked the process before the check did."""
     nonce = os.urandom(8).hex()
     try:
         out, err = proc.communicate(nonce + "\n", timeout=timeout)
@@ -529,7 +529,8 @@ def read_trace(summarize_trace):
                     p.kill()
                     p.communicate()
         got, *answers = [_summary("summarize_trace(...)", value) for value in
-                         host.calls(summarize_trace, [(str(empty),), *((str(d),) for d in dirs)], name="summarize_trace")]
+                         host.calls(summarize_trace, [(str(empty),), *((str(d),) for d in dirs)], name="summarize_trace",
+                                    keys=("graphs", "recompiles"))]
         want = {"graphs": 0, "recompiles": 0}
         expect(got == want, f"on an empty trace directory (a process that compiled nothing) summarize_trace "
                f"returned {got}, expected {want}", measured=got, expected=want)
