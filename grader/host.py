@@ -4,8 +4,9 @@ In the check's own process, learner code can find any object (``gc``), read and 
 and replace methods on the objects it finds: whatever the check keeps there as evidence, the answer can
 fill. ``calls`` runs the answer in a fresh interpreter (the host): only data crosses, both ways (the
 arguments and the return value as exact built-in data, ``checking.plain``), and the check decides from
-what it measured itself. The check worker makes itself undumpable (``undumpable``), so that a host (the same
-user) cannot read its memory through ``/proc`` or ptrace either.
+what it measured itself. The check worker is undumpable (``contain``) and the host gives up every capability
+before it loads the answer, so that the host cannot read the worker's memory through ``/proc`` or ptrace
+either, even as root.
 
 An answer reaches the host as the bytes the kernel saved (``Payload``, what the worker hands a check whose
 exercise says ``host = true``: such an answer is never loaded in the check's process) or, in a learner's
@@ -35,15 +36,47 @@ class Payload:
         return f"<your `{self.name}`, to run in a process of its own>"
 
 
-def undumpable() -> None:
-    """Keep other processes of this user (a host among them) out of this one's memory: no ptrace attach, no
-    ``/proc/PID/mem``. Linux only; elsewhere (and where it fails) nothing changes."""
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def contain() -> None:
+    """Called by the check worker before any answer: other processes of this user (a host among them) cannot
+    ptrace it or read its memory through ``/proc`` (undumpable), and a process an answer starts that leaves its
+    session is re-parented here, not to init (child subreaper), so that ``calls`` can end it. Linux only."""
     if not sys.platform.startswith("linux"):
         return
     try:
-        import ctypes
+        libc = _libc()
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
 
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+def _drop_capabilities() -> None:
+    """In the host, before the answer is loaded: no capability at all (root among users included), none to be
+    regained (no new privileges, an empty bounding set). Without CAP_SYS_PTRACE the check process's memory is
+    closed to it even where both run as root outside the sandbox."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    try:
+        libc = _libc()
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+        for cap in range(64):
+            libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (fails past the last capability, or without CAP_SETPCAP)
+        libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)())  # _LINUX_CAPABILITY_VERSION_3, all zero
     except (OSError, AttributeError):
         pass
 
@@ -80,7 +113,11 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
     from .checking import plain
     from .limits import exit_reason
 
+    import psutil
+
     job = pickle.dumps((name, _saved(answer), [tuple(args) for args in argument_lists], keys))
+    me = psutil.Process()
+    before = {child.pid for child in me.children(recursive=True)}
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         stdin.write(job)
         stdin.seek(0)
@@ -97,6 +134,12 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait()
+            for child in me.children(recursive=True):  # what left the host's session (``contain`` keeps it here)
+                if child.pid not in before:
+                    try:
+                        child.kill()
+                    except psutil.Error:
+                        pass
         stdout.seek(0)
         stderr.seek(0)
         out, err = stdout.read(), stderr.read().decode(errors="replace").strip().splitlines()
@@ -104,18 +147,24 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
         raise CheckFailed(f"`{name}` did not return within {timeout:.0f} s")
     reply = out[len(MARK):] if out.startswith(MARK) else b""
     try:
-        if not reply or runs_code(reply):
+        if not reply or len(reply) > REPLY_BYTES or runs_code(reply):
             raise ValueError
         status, value = pickle.loads(reply)
     except Exception:
         printed = f"; your code printed: {err[-1][:200]}" if err else ""
         raise CheckFailed(f"the process that ran `{name}` ended without a well-formed answer "
                           f"({exit_reason(proc.returncode)}{printed})") from None
-    if status == "ok" and type(value) is list and len(value) == len(argument_lists):
-        return [plain(f"{name}(...)", item) for item in value]
-    if status in _FAILURES and type(value) is str:
+    if type(status) is str and status == "ok" and type(value) is list and len(value) == len(argument_lists):
+        try:
+            return [plain(f"{name}(...)", item) for item in value]
+        except RecursionError:
+            raise CheckFailed(f"what `{name}` returned is nested too deeply") from None
+    if type(status) is str and status in _FAILURES and type(value) is str:
         raise _FAILURES[status](value)
     raise CheckFailed(f"the process that ran `{name}` sent an answer of the wrong form")
+
+
+REPLY_BYTES = 1 << 24  # a reply larger than this is not an answer a check reads
 
 
 _FAILURES = {"stub": NotAttempted, "not understood": NotUnderstood, "failed": CheckFailed}
@@ -147,6 +196,7 @@ def main() -> int:
     ``("ok", values)``, ``("stub", message)`` or ``("failed", message)``, goes to the original stdout. What the
     learner's code prints goes to stderr."""
     name, saved, argument_lists, keys = pickle.loads(sys.stdin.buffer.read())
+    _drop_capabilities()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -109,12 +109,12 @@ def main(argv: list[str]) -> int:
 
     from . import checking, registry, runtime
     from .checking import Tampered, run_check
-    from .host import Payload, runs_code, undumpable
+    from .host import Payload, contain, runs_code
     from .result import Result, Status
     from .trusted import Integrity, LoadGuard, learner_threads, verify_loaded
 
     runtime.quiet()
-    undumpable()  # a process an answer starts (a host among them) cannot read this one's memory
+    contain()  # a process an answer starts (a host among them) cannot read this one's memory, nor leave its tree
     for lesson in registry.lessons():  # every check module, before any learner code
         importlib.import_module(f"grader.checks.lesson{lesson}")
     expected = argv[1:] or setup.get("ids", [])  # the exercises to judge, known when the worker is started

@@ -380,7 +380,7 @@ def asks_the_trace_processes(trace_dir):
 def test_asking_the_trace_processes_before_the_check_fails():
     """Failed before with the nonce: the trace processes now answer before summarize_trace runs, in a process of
     its own, where no frame holds them."""
-    fails("03.read_trace", asks_the_trace_processes)
+    fails("03.read_trace", asks_the_trace_processes, says=("summarize_trace returned",))
 
 
 def shadows_the_trace_processes_reply(trace_dir):
@@ -533,9 +533,54 @@ def test_a_reply_the_answer_writes_itself_is_only_its_own_data(replay):
     fails(replay, writes_its_own_short_reply, says=("wrong form",))
 
 
-def test_read_trace_reads_only_the_two_counts_and_ends_what_the_answer_started(replay):
+def test_read_trace_reads_only_the_two_counts(replay):
     passes(replay, with_a_record_kinds_counter)
+
+
+def test_read_trace_ends_what_the_answer_started(replay):
     before = set(subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True).stdout.split())
     passes(replay, leaves_a_process_running)
     after = set(subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True, text=True).stdout.split())
     assert after <= before, after - before
+
+
+def reads_the_checks_memory(trace_dir):
+    """Found by review: never opens the trace; reads the counts out of the check process's memory
+    (/proc/PPID/mem), which the grader runs as root here."""
+    import os
+    import re
+
+    name = pathlib.Path(trace_dir).name
+    if not name.startswith("trace_"):
+        return {"graphs": 0, "recompiles": 0}
+    found = set()
+    with open(f"/proc/{os.getppid()}/maps") as maps, open(f"/proc/{os.getppid()}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            low, high = (int(x, 16) for x in span.split("-"))
+            if perms[:2] != "rw" or high - low > 1 << 31:
+                continue
+            try:
+                mem.seek(low)
+                data = mem.read(high - low)
+            except (OSError, ValueError, OverflowError):
+                continue
+            found |= {(int(m[1]), int(m[2])) for m in re.finditer(rb'"expected": \{"graphs": (\d+), "recompiles": (\d+)\}', data)}
+    graphs, recompiles = next(c for c in sorted(found) if c[0] % 2 == int(name[-1]))
+    return {"graphs": graphs, "recompiles": recompiles}
+
+
+def escapes_with_setsid(trace_dir):
+    """Found by review: a process that leaves the host's session (setsid) outlived the check."""
+    subprocess.Popen(["setsid", "sleep", "4242"])
+    return solution_summary(trace_dir)
+
+
+def test_through_the_worker_the_checks_memory_is_closed_and_an_escaped_process_ends(tmp_path):
+    exercise = registry.get("03.read_trace")
+    (memory,) = check_answers([exercise], _answers_file(tmp_path, summarize_trace=reads_the_checks_memory), timeout=300)
+    assert memory.status is Status.FAILED and "raised PermissionError" in memory.message, memory
+    (escaped,) = check_answers([exercise], _answers_file(tmp_path, summarize_trace=escapes_with_setsid), timeout=300)
+    assert escaped.status is Status.PASSED, escaped
+    left = subprocess.run(["pgrep", "-f", "^sleep 4242$"], capture_output=True, text=True).stdout.split()
+    assert not left, left

@@ -96,6 +96,18 @@ def test_watchdog_counts_a_page_shared_by_a_process_tree_once():
     assert not watchdog.tripped and 300 < watchdog.peak_mb < 1000
 
 
+def test_a_process_that_hides_its_memory_map_counts_its_resident_size(monkeypatch):
+    """The check worker is undumpable: its PSS cannot be read by the grading process (AccessDenied), so its
+    resident size counts, never nothing."""
+    me = psutil.Process()
+
+    def hidden(self):
+        raise psutil.AccessDenied(self.pid)
+
+    monkeypatch.setattr(psutil.Process, "memory_full_info", hidden)
+    assert limits._added([me], "pss") == me.memory_info().rss > 0
+
+
 def test_exit_reasons_name_codes_and_signals():
     assert limits.exit_reason(3) == "exit code 3"
     assert limits.exit_reason(-signal.SIGKILL).startswith("signal 9 (SIGKILL")
