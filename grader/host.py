@@ -14,15 +14,26 @@ own kernel, as the live object, pickled here the way the kernel saves answers.
 """
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import subprocess
 import sys
+from _pickle import Unpickler as _CUnpickler
 from dataclasses import dataclass
 
 from .checking import CheckFailed, NotAttempted, NotUnderstood
 
 TIMEOUT = 120  # seconds for the host to start, load the answer and return
+REPLY_ITEMS = 100_000  # values in a reply at most: a pickle can repeat one list many times in a few bytes
+
+
+class _DataOnly(_CUnpickler):
+    """Unpickles built-in data and nothing else: no class or function can be named, whatever the bytes say. The C
+    unpickler, bound when the grader is imported (before any answer): no answer can patch what it does."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"a reply names {module}.{name}: data only")
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,10 @@ def _saved(answer) -> bytes:
     if isinstance(answer, Payload):
         return answer.data
     import cloudpickle
+    import functools
+
+    if isinstance(answer, functools._lru_cache_wrapper):  # @functools.cache on a notebook function: the function
+        answer = answer.__wrapped__                       # (the wrapper pickles as a name the host has not got)
 
     try:
         return cloudpickle.dumps(answer)
@@ -134,8 +149,11 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait()
-            for child in me.children(recursive=True):  # what left the host's session (``contain`` keeps it here)
-                if child.pid not in before:
+            for _ in range(20):  # what left the host's session (``contain`` keeps it here), until none is left
+                new = [child for child in me.children(recursive=True) if child.pid not in before]
+                if not new:
+                    break
+                for child in new:
                     try:
                         child.kill()
                     except psutil.Error:
@@ -149,7 +167,8 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
     try:
         if not reply or len(reply) > REPLY_BYTES or runs_code(reply):
             raise ValueError
-        status, value = pickle.loads(reply)
+        status, value = _DataOnly(io.BytesIO(reply)).load()
+        _count_items(value)
     except Exception:
         printed = f"; your code printed: {err[-1][:200]}" if err else ""
         raise CheckFailed(f"the process that ran `{name}` ended without a well-formed answer "
@@ -165,6 +184,21 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
 
 
 REPLY_BYTES = 1 << 24  # a reply larger than this is not an answer a check reads
+
+
+def _count_items(value) -> None:
+    """Raises ValueError when ``value`` holds more than REPLY_ITEMS values, counting a repeated one each time."""
+    stack, seen = [value], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > REPLY_ITEMS:
+            raise ValueError("too many values")
+        if type(item) in (list, tuple, set, frozenset):
+            stack.extend(item)
+        elif type(item) is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
 
 
 _FAILURES = {"stub": NotAttempted, "not understood": NotUnderstood, "failed": CheckFailed}

@@ -584,3 +584,60 @@ def test_through_the_worker_the_checks_memory_is_closed_and_an_escaped_process_e
     assert escaped.status is Status.PASSED, escaped
     left = subprocess.run(["pgrep", "-f", "^sleep 4242$"], capture_output=True, text=True).stdout.split()
     assert not left, left
+
+
+def replies_with(reply_of):
+    """An answer that writes its own reply (``reply_of()``'s pickle) on the host's channel and exits."""
+    def answer(trace_dir):
+        import os
+
+        from grader import host
+
+        frame = inspect.currentframe()
+        while frame is not None and "out" not in frame.f_locals:
+            frame = frame.f_back
+        frame.f_locals["out"].write(host.MARK + reply_of())
+        frame.f_locals["out"].flush()
+        os._exit(0)
+    return answer
+
+
+class _Evaluates:
+    def __reduce__(self):
+        return eval, ("{'graphs': 0, 'recompiles': 0}",)
+
+
+def _code_reply():
+    import pickle
+
+    return pickle.dumps(("ok", [_Evaluates(), _Evaluates(), _Evaluates()]))
+
+
+def _bomb_reply():
+    import pickle
+
+    nested = [0]
+    for _ in range(25):
+        nested = [nested, nested]
+    return pickle.dumps(("ok", [nested, nested, nested]))
+
+
+def test_a_reply_is_read_as_data_even_when_another_answer_blinded_the_opcode_scan(monkeypatch):
+    """Found by review: another answer of the notebook, unpickled in the same worker, replaced
+    pickletools.genops, and a reply naming eval then ran in the check process. Replies are read by an unpickler
+    that can name no class or function; a reply that repeats one list 2^25 times in a few bytes is refused."""
+    import pickletools
+
+    from grader import host
+    from grader.checking import CheckFailed
+
+    monkeypatch.setattr(pickletools, "genops", lambda data: iter(()))
+    for reply in (_code_reply, _bomb_reply):
+        with pytest.raises(CheckFailed, match="well-formed"):
+            host.calls(replies_with(reply), [("x",)] * 3, name="summarize_trace")
+
+
+def test_a_cached_summarize_trace_passes(replay):
+    import functools
+
+    passes(replay, functools.cache(solution_summary))
