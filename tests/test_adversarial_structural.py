@@ -364,3 +364,21 @@ def test_bandwidth_reads_a_numpy_or_torch_number_and_refuses_a_lying_float():
         assert result.passed or _inconclusive(result), result
     liar = _check("01.bandwidth", lambda fn, x: LiarFloat(solution_01(fn, x) / 2))
     assert liar.status is Status.NOT_UNDERSTOOD and liar.points == 0 and "plain float" in liar.message, liar
+
+
+def test_bandwidth_never_fails_a_benchmark_that_timed_the_one_slow_call(monkeypatch):
+    """Seen in a clean-clone run with two CPU hogs: six calls of fn took 459 ms, one 735 ms, and the honest
+    meter's benchmark had timed that one (0.0088 GB/s against 0.0141): refused, 0 points. Such a pass is drawn
+    again (and stays unjudged if every pass is like it); a half meter on the same calls is never passed (here
+    unjudged too: a call 1.6x slower than the others allows it), and a third of a meter fails."""
+    from grader.checks import lesson01
+
+    x = torch.zeros(808_873)
+    seconds = [0.459] * 6 + [0.735]
+    moved = 2 * x.numel() * x.element_size()
+    for answer, expected in ((moved / 0.735 / 1e9, Status.ERROR), (moved / 0.459 / 2e9, Status.ERROR),
+                             (moved / 0.459 / 3e9, Status.FAILED)):
+        monkeypatch.setattr(lesson01, "_bandwidth_pass", lambda meter, rng, answer=answer: (answer, seconds, x))
+        result = grader.check("01.bandwidth", lambda fn, x: 0.0)
+        assert result.status is expected and result.points == 0, result
+        assert expected is Status.FAILED or _inconclusive(result), result
