@@ -14,26 +14,17 @@ own kernel, as the live object, pickled here the way the kernel saves answers.
 """
 from __future__ import annotations
 
-import io
 import os
 import pickle
 import subprocess
 import sys
-from _pickle import Unpickler as _CUnpickler
 from dataclasses import dataclass
 
 from .checking import CheckFailed, NotAttempted, NotUnderstood
 
 TIMEOUT = 120  # seconds for the host to start, load the answer and return
-REPLY_ITEMS = 100_000  # values in a reply at most: a pickle can repeat one list many times in a few bytes
-
-
-class _DataOnly(_CUnpickler):
-    """Unpickles built-in data and nothing else: no class or function can be named, whatever the bytes say. The C
-    unpickler, bound when the grader is imported (before any answer): no answer can patch what it does."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"a reply names {module}.{name}: data only")
+_JSON_LOADS = __import__("json").loads  # bound at import, before any answer
+REPLY_ITEMS = 100_000  # values in a reply at most
 
 
 @dataclass(frozen=True)
@@ -149,15 +140,7 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait()
-            for _ in range(20):  # what left the host's session (``contain`` keeps it here), until none is left
-                new = [child for child in me.children(recursive=True) if child.pid not in before]
-                if not new:
-                    break
-                for child in new:
-                    try:
-                        child.kill()
-                    except psutil.Error:
-                        pass
+            _end_new_descendants(me, before)
         stdout.seek(0)
         stderr.seek(0)
         out, err = stdout.read(), stderr.read().decode(errors="replace").strip().splitlines()
@@ -165,9 +148,9 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
         raise CheckFailed(f"`{name}` did not return within {timeout:.0f} s")
     reply = out[len(MARK):] if out.startswith(MARK) else b""
     try:
-        if not reply or len(reply) > REPLY_BYTES or runs_code(reply):
+        if not reply or len(reply) > REPLY_BYTES:
             raise ValueError
-        status, value = _DataOnly(io.BytesIO(reply)).load()
+        status, value = _JSON_LOADS(reply)  # JSON, not pickle: nothing in the bytes can name code to run
         _count_items(value)
     except Exception:
         printed = f"; your code printed: {err[-1][:200]}" if err else ""
@@ -181,6 +164,40 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
     if type(status) is str and status in _FAILURES and type(value) is str:
         raise _FAILURES[status](value)
     raise CheckFailed(f"the process that ran `{name}` sent an answer of the wrong form")
+
+
+def _end_new_descendants(me, before: set[int], seconds: float = 2.0) -> None:
+    """Stop, then kill, every descendant of this process started since ``before`` (what left the host's session is
+    re-parented here: ``contain``), reaping what becomes this process's child, until two looks in a row find
+    none alive or ``seconds`` have passed."""
+    import signal
+    import time
+
+    import psutil
+
+    deadline, quiet = time.monotonic() + seconds, 0
+    while quiet < 2 and time.monotonic() < deadline:
+        alive = []
+        for child in me.children(recursive=True):
+            try:
+                if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(child)
+            except psutil.Error:
+                pass
+        for sig in (signal.SIGSTOP, signal.SIGKILL):  # stopped first: a frozen process cannot fork again
+            for child in alive:
+                try:
+                    child.send_signal(sig)
+                except psutil.Error:
+                    pass
+        for child in me.children():
+            if child.pid not in before:
+                try:
+                    os.waitpid(child.pid, os.WNOHANG)
+                except (ChildProcessError, OSError):
+                    pass
+        quiet = 0 if alive else quiet + 1
+        time.sleep(0.02)
 
 
 REPLY_BYTES = 1 << 24  # a reply larger than this is not an answer a check reads
@@ -209,8 +226,7 @@ MARK = b"\x00grader-host-reply\x00"
 
 def runs_code(payload) -> bool:
     """Whether unpickling ``payload`` may call anything (a function, a class, ``__setstate__``): plain data
-    (numbers, strings, containers of them) cannot. The worker asks it of every answer it loads, the judge of
-    every reply a host sends."""
+    (numbers, strings, containers of them) cannot. The worker asks it of every answer it loads."""
     import pickletools
 
     if not isinstance(payload, bytes):
@@ -229,6 +245,8 @@ def main() -> int:
     """The host: stdin holds ``(name, saved answer, argument lists)``; the reply, ``MARK`` then a pickle of
     ``("ok", values)``, ``("stub", message)`` or ``("failed", message)``, goes to the original stdout. What the
     learner's code prints goes to stderr."""
+    import json
+
     name, saved, argument_lists, keys = pickle.loads(sys.stdin.buffer.read())
     _drop_capabilities()
     out = os.fdopen(os.dup(1), "wb")
@@ -252,7 +270,12 @@ def main() -> int:
         reply = ("failed", e.message)
     except Exception as e:  # the answer could not be loaded here
         reply = ("failed", f"`{name}` could not be loaded to run ({type(e).__name__}: {e})"[:300])
-    out.write(MARK + pickle.dumps(reply))
+    try:
+        data = json.dumps(reply).encode()
+    except (TypeError, ValueError):  # plain data that JSON cannot carry (a set, an int key)
+        data = json.dumps(("failed", f"`{name}` should return a dict with str keys, lists, numbers and strings: "
+                                     "the check reads it as JSON")).encode()
+    out.write(MARK + data)
     out.flush()
     return 0
 

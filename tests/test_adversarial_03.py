@@ -511,7 +511,7 @@ def writes_its_own_short_reply(trace_dir):
     frame = inspect.currentframe()
     while frame is not None and "out" not in frame.f_locals:
         frame = frame.f_back
-    frame.f_locals["out"].write(host.MARK + pickle.dumps(("ok", [{"graphs": 0, "recompiles": 0}])))
+    frame.f_locals["out"].write(host.MARK + json.dumps(["ok", [{"graphs": 0, "recompiles": 0}]]).encode())
     frame.f_locals["out"].flush()
     os._exit(0)
 
@@ -624,14 +624,18 @@ def _bomb_reply():
 
 def test_a_reply_is_read_as_data_even_when_another_answer_blinded_the_opcode_scan(monkeypatch):
     """Found by review: another answer of the notebook, unpickled in the same worker, replaced
-    pickletools.genops, and a reply naming eval then ran in the check process. Replies are read by an unpickler
-    that can name no class or function; a reply that repeats one list 2^25 times in a few bytes is refused."""
+    pickletools.genops (p3) or filled copyreg's extension cache (p4), and a pickled reply then ran code in the
+    check process. Replies are JSON now: a pickle, one naming eval or one repeating a list 2^25 times, is no
+    answer."""
     import pickletools
 
     from grader import host
     from grader.checking import CheckFailed
 
+    import copyreg
+
     monkeypatch.setattr(pickletools, "genops", lambda data: iter(()))
+    monkeypatch.setitem(copyreg._extension_cache, 240, eval)
     for reply in (_code_reply, _bomb_reply):
         with pytest.raises(CheckFailed, match="well-formed"):
             host.calls(replies_with(reply), [("x",)] * 3, name="summarize_trace")
