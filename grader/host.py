@@ -224,23 +224,6 @@ _FAILURES = {"stub": NotAttempted, "not understood": NotUnderstood, "failed": Ch
 MARK = b"\x00grader-host-reply\x00"
 
 
-def runs_code(payload) -> bool:
-    """Whether unpickling ``payload`` may call anything (a function, a class, ``__setstate__``): plain data
-    (numbers, strings, containers of them) cannot. The worker asks it of every answer it loads."""
-    import pickletools
-
-    if not isinstance(payload, bytes):
-        return False
-    try:
-        return any(op.name in _CALLING_OPCODES for op, _, _ in pickletools.genops(payload))
-    except Exception:
-        return True
-
-
-_CALLING_OPCODES = frozenset({"REDUCE", "BUILD", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "EXT1", "EXT2", "EXT4",
-                              "GLOBAL", "STACK_GLOBAL"})
-
-
 def main() -> int:
     """The host: stdin holds ``(name, saved answer, argument lists)``; the reply, ``MARK`` then a pickle of
     ``("ok", values)``, ``("stub", message)`` or ``("failed", message)``, goes to the original stdout. What the
