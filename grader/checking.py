@@ -46,6 +46,11 @@ class Inconclusive(Exception):
     """The check's own measurements were too disturbed (a busy machine) to pass or fail the answer."""
 
 
+class Unloadable(Exception):
+    """The answer could not be loaded where the check runs it (a process of its own): an error, as the worker
+    reports an answer it cannot load, not a failure."""
+
+
 def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
     """Check ``answers`` for ``exercise`` and return a Result; never raises."""
 
@@ -74,6 +79,8 @@ def run_check(exercise: Exercise, answers: Sequence[Any]) -> Result:
         return result(Status.NOT_ATTEMPTED, message=str(e) or "the starter code is still in place")
     except Inconclusive as e:
         return result(Status.ERROR, message=f"{e}; your answer was not judged: close other programs and rerun the check")
+    except Unloadable as e:
+        return result(Status.ERROR, message=str(e))
     except NotUnderstood as e:
         return result(Status.NOT_UNDERSTOOD, message=e.message, measured=e.measured, expected=e.expected)
     except CheckFailed as e:

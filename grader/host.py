@@ -20,7 +20,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from .checking import CheckFailed, NotAttempted, NotUnderstood
+from .checking import CheckFailed, NotAttempted, NotUnderstood, Unloadable
 
 TIMEOUT = 120  # seconds for the host to start, load the answer and return
 _JSON_LOADS = __import__("json").loads  # bound at import, before any answer
@@ -84,18 +84,24 @@ def _drop_capabilities() -> None:
 
 
 def _saved(answer) -> bytes:
+    """The answer's bytes: as the kernel saved them, or (a live object, in self-study) saved here the same way
+    (``transport.save_answers``)."""
     if isinstance(answer, Payload):
         return answer.data
-    import cloudpickle
     import functools
+    import tempfile
+
+    from .transport import save_answers
 
     if isinstance(answer, functools._lru_cache_wrapper):  # @functools.cache on a notebook function: the function
         answer = answer.__wrapped__                       # (the wrapper pickles as a name the host has not got)
-
-    try:
-        return cloudpickle.dumps(answer)
-    except Exception as e:
-        raise CheckFailed(f"your answer could not be sent to the process that runs it ({type(e).__name__}: {e})"[:300]) from e
+    with tempfile.TemporaryDirectory(prefix="grader-answer-") as folder:
+        save_answers(["answer"], folder, {"answer": answer})
+        with open(os.path.join(folder, "answer"), "rb") as f:
+            state, _, data = f.read().partition(b"\n")
+    if state == b"ok":
+        return data
+    raise CheckFailed(f"your answer could not be sent to the process that runs it ({data.decode(errors='replace')})"[:300])
 
 
 def _environment() -> dict[str, str]:
@@ -128,7 +134,7 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
         stdin.write(job)
         stdin.seek(0)
         # Files, not pipes: the call waits for the host to exit, not for every process holding a pipe to close it.
-        proc = subprocess.Popen([sys.executable, "-m", "grader.host"], stdin=stdin, stdout=stdout, stderr=stderr,
+        proc = subprocess.Popen([sys.executable, "-P", "-m", "grader.host"], stdin=stdin, stdout=stdout, stderr=stderr,
                                 env=_environment(), start_new_session=True)
         try:
             proc.wait(timeout=timeout)
@@ -140,7 +146,7 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
             except (ProcessLookupError, PermissionError):
                 pass
             proc.wait()
-            _end_new_descendants(me, before)
+            end_new_descendants(me, before)
         stdout.seek(0)
         stderr.seek(0)
         out, err = stdout.read(), stderr.read().decode(errors="replace").strip().splitlines()
@@ -166,7 +172,7 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
     raise CheckFailed(f"the process that ran `{name}` sent an answer of the wrong form")
 
 
-def _end_new_descendants(me, before: set[int], seconds: float = 2.0) -> None:
+def end_new_descendants(me, before: set[int], seconds: float = 2.0) -> None:
     """Stop, then kill, every descendant of this process started since ``before`` (what left the host's session is
     re-parented here: ``contain``), reaping what becomes this process's child, until two looks in a row find
     none alive or ``seconds`` have passed."""
@@ -218,15 +224,15 @@ def _count_items(value) -> None:
             stack.extend(item.values())
 
 
-_FAILURES = {"stub": NotAttempted, "not understood": NotUnderstood, "failed": CheckFailed}
+_FAILURES = {"stub": NotAttempted, "not understood": NotUnderstood, "failed": CheckFailed, "unloadable": Unloadable}
 
 
 MARK = b"\x00grader-host-reply\x00"
 
 
 def main() -> int:
-    """The host: stdin holds ``(name, saved answer, argument lists)``; the reply, ``MARK`` then a pickle of
-    ``("ok", values)``, ``("stub", message)`` or ``("failed", message)``, goes to the original stdout. What the
+    """The host: stdin holds ``(name, saved answer, argument lists, keys)``; the reply, ``MARK`` then the JSON of
+    ``["ok", values]`` or ``[status, message]`` (a status of ``_FAILURES``), goes to the original stdout. What the
     learner's code prints goes to stderr."""
     import json
 
@@ -238,7 +244,10 @@ def main() -> int:
     from .checking import NotUnderstood, call as call_learner, expect_callable, plain
 
     try:
-        fn = pickle.loads(saved)
+        try:
+            fn = pickle.loads(saved)
+        except Exception as e:
+            raise Unloadable(f"`{name}` could not be loaded for grading ({type(e).__name__}: {e})"[:300]) from None
         expect_callable(name, fn)
         values = [call_learner(fn, *args, name=name) for args in argument_lists]
         if keys is not None:  # only what the check reads has to be data
@@ -251,8 +260,10 @@ def main() -> int:
         reply = ("not understood", e.message)
     except CheckFailed as e:
         reply = ("failed", e.message)
-    except Exception as e:  # the answer could not be loaded here
-        reply = ("failed", f"`{name}` could not be loaded to run ({type(e).__name__}: {e})"[:300])
+    except Unloadable as e:
+        reply = ("unloadable", str(e))
+    except Exception as e:  # what the answer's value did while it was made data (a RecursionError, say)
+        reply = ("failed", f"what `{name}` returned could not be read ({type(e).__name__}: {e})"[:300])
     try:
         data = json.dumps(reply).encode()
     except (TypeError, ValueError):  # plain data that JSON cannot carry (a set, an int key)

@@ -287,7 +287,9 @@ class Worker:
         self.sandboxed, self.memory_mb = bool(trust and trust.sandboxed), memory_mb
         self.errors = Path(tempfile.mkstemp(prefix="check-", suffix=".stderr", dir=folder)[1])
         cmd = [sys.executable, "-m", "grader.worker"]
-        worker_env = {**os.environ, **(env or {}), **(trusted.trusted_env(root) if root else {})}
+        worker_env = {**os.environ, **(env or {}), **(trusted.trusted_env(root) if root else {}),
+                      "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # no pool of compile workers: every process this one
+        #                                                     starts beyond those before its first answer is the answer's
         # A fresh, empty, writable working folder: nothing in it can shadow the grader on sys.path[0].
         workdir = tempfile.mkdtemp(prefix="check-", dir=folder)
         if self.sandboxed:

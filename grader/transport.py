@@ -3,7 +3,8 @@
 In the kernel, ``save_answers`` (injected as source: it imports nothing from the grader) writes each
 answer the registry names to a file of its own, ``<store>/<name>``, as soon as the cell that defines it
 has run, and once more after the last cell. ``torch.ops`` and its namespaces travel by reference (a
-function that mentions ``torch.ops.<ns>`` takes ``torch.ops`` along). An answer that cloudpickle still
+function that mentions ``torch.ops.<ns>`` takes ``torch.ops`` along); a module imported from the kernel's own
+folder (a helper beside the notebook) travels by value. An answer that cloudpickle still
 refuses (a set of ``torch.ops.aten`` overloads, say) travels as plain data: op names as strings, enum
 members by name.
 In the grading process, ``gather`` reads those files as bytes, never unpickling them, into the one
@@ -55,9 +56,30 @@ def save_answers(names, store, namespace, only_defined=False):
                 parent_override = getattr(super(), "reducer_override", None)
                 return NotImplemented if parent_override is None else parent_override(obj)
 
+        for module in local_modules():
+            try:
+                cloudpickle.register_pickle_by_value(module)
+            except (AttributeError, ValueError):  # plain pickle, or a module it will not take
+                pass
         buffer = io.BytesIO()
         Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
         return buffer.getvalue()
+
+    def local_modules():
+        """Modules imported from files in this kernel's folder (a helper beside the notebook): they travel with
+        the answer, by value, as the notebook's own functions do; the check's process does not have them."""
+        here = os.path.realpath(os.getcwd())
+        found = []
+        for module_name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            if not isinstance(path, str) or "." in module_name or module_name in ("__main__", "grader"):
+                continue
+            folder = os.path.dirname(os.path.realpath(path))
+            if os.path.basename(path) == "__init__.py":  # a package: its folder is in the kernel's
+                folder = os.path.dirname(folder)
+            if folder == here:
+                found.append(module)
+        return found
 
     def plain(value, depth=0):
         """``value`` as plain data, for answers cloudpickle cannot carry as they are."""

@@ -126,7 +126,9 @@ def main(argv: list[str]) -> int:
 
     from . import checking, registry, runtime
     from .checking import Tampered, run_check
-    from .host import Payload, contain
+    import psutil
+
+    from .host import Payload, end_new_descendants, contain
     from .result import Result, Status
     from .trusted import Integrity, LoadGuard, learner_threads, verify_loaded
 
@@ -137,6 +139,7 @@ def main(argv: list[str]) -> int:
     expected = argv[1:] or setup.get("ids", [])  # the exercises to judge, known when the worker is started
     _warm_up([registry.get(i) for i in expected])
     integrity = Integrity()  # no learner code has run here yet: taken while the kernel may still be running
+    ours = {child.pid for child in psutil.Process().children(recursive=True)}  # started before any answer
     gc.collect()
     gc.freeze()  # what exists now (torch, the grader) is never scanned again: the full collection after each
     #              check below looks only at what answers and checks made (0.35 s -> a few ms with torch loaded)
@@ -214,6 +217,9 @@ def main(argv: list[str]) -> int:
                 result = Result(ex.id, Status.FAILED, 0, ex.points,
                                 f"while it was being checked, your code changed what checks run under "
                                 f"({', '.join(replaced)}): no points for this exercise")
+        # A process the answer started (loading it or in its check) ends with its exercise: left running, it could
+        # change what a later check reads (files in that check's temporary folder) while that check runs.
+        end_new_descendants(psutil.Process(), ours)
         emit(json.dumps(result.to_dict()))
         if replaced:
             return RESTART  # the rest is judged in a fresh, untouched process

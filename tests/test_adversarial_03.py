@@ -645,3 +645,110 @@ def test_a_cached_summarize_trace_passes(replay):
     import functools
 
     passes(replay, functools.cache(solution_summary))
+
+
+PLANTER = r'''
+import glob, os, sys, tempfile, time
+os.setsid()
+if os.fork():
+    os._exit(0)
+fake = ("import torch\n"
+        "def trace_scenario(gen, parity):\n"
+        "    return {'source': 'def fn(x, k):\\n    return torch.sin(x) * 2\\n', 'ks': [2], 'expected': {}}\n")
+seen, end = set(), time.time() + 300
+while time.time() < end:
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), "grader-trace-*")):
+        if folder not in seen:
+            seen.add(folder)
+            os.makedirs(os.path.join(folder, "grader", "checks"), exist_ok=True)
+            open(os.path.join(folder, "grader", "__init__.py"), "w").close()
+            open(os.path.join(folder, "grader", "checks", "__init__.py"), "w").close()
+            open(os.path.join(folder, "grader", "checks", "lesson03.py"), "w").write(fake)
+    time.sleep(0.005)
+'''
+
+
+def _starts_a_planter():
+    subprocess.Popen([sys.executable, "-c", PLANTER])
+    return "loaded"
+
+
+def one_graph_wherever_a_log_is(trace_dir):
+    return {"graphs": 1 if any(pathlib.Path(trace_dir).glob("*.log")) else 0, "recompiles": 0}
+
+
+def test_a_process_another_answer_starts_cannot_plant_the_trace_processes_code(tmp_path):
+    """Found by review (passed with full marks before, sandboxed too): 03.which_log's answer, unpickled in the
+    worker, started a process that outlived its exercise and wrote a grader package into the folder of
+    read_trace's trace processes, which imported it from their working folder: one function with one graph,
+    whatever parity the check drew, so a hard-coded summary matched. Now a process an answer starts ends with
+    its exercise, and the check's fresh interpreters never import from their working folder."""
+    path = _answers_file(tmp_path, which_log={**RIGHT_LOGS, "extra": RunsWhenLoaded(_starts_a_planter)},
+                         summarize_trace=one_graph_wherever_a_log_is)
+    which, trace = check_answers([registry.get("03.which_log"), registry.get("03.read_trace")], path, timeout=300)
+    assert trace.status is Status.FAILED, trace
+    left = subprocess.run(["pgrep", "-f", "grader-trace-"], capture_output=True, text=True).stdout.split()
+    assert not left, left
+
+
+HELPER = '''
+import json, pathlib
+
+
+def records(trace_dir):
+    for path in sorted(pathlib.Path(trace_dir).glob("*.log")):
+        for line in path.read_text().splitlines():
+            if not line.startswith("\\t") and "] {" in line:
+                yield json.loads(line[line.index("] {") + 2:])
+'''
+
+KERNEL = '''
+import sys
+from grader import transport
+from tracehelp import records
+
+
+def summarize_trace(trace_dir):
+    graphs = recompiles = 0
+    for record in records(trace_dir):
+        if "dynamo_output_graph" in record:
+            graphs += 1
+            recompiles += int(record["frame_compile_id"] > 0)
+    return {"graphs": graphs, "recompiles": recompiles}
+
+
+transport.save_answers(["summarize_trace"], sys.argv[1], globals())
+'''
+
+
+def test_a_right_answer_that_imports_a_helper_beside_the_notebook_passes_in_grading(tmp_path):
+    """Found by review: it passed in the learner's kernel and failed in grading (the check's processes run in an
+    empty folder of their own, where the helper module is not). A module from the kernel's folder now travels
+    with the answer, by value."""
+    from grader import transport
+
+    notebook = tmp_path / "notebook"
+    store = tmp_path / "store"
+    notebook.mkdir()
+    store.mkdir()
+    (notebook / "tracehelp.py").write_text(HELPER)
+    done = subprocess.run([sys.executable, "-c", KERNEL, str(store)], cwd=notebook, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answers = transport.gather(store, ["summarize_trace"], tmp_path / "answers.pkl")
+    (result,) = check_answers([registry.get("03.read_trace")], answers, timeout=300)
+    assert result.status is Status.PASSED, result
+
+
+def rewrites_the_trace_and_misses(trace_dir):
+    """A wrong answer that also writes records the check cannot read (found by review: the check re-read the
+    directory after the answer ran to name the misreading, and a record with a list for a frame id made it a
+    grader error, "please report it", instead of the answer's failure)."""
+    logs = list(pathlib.Path(trace_dir).glob("*.log"))
+    for path in logs:
+        with open(path, "a") as f:
+            f.write('V1127 00:00:00.000000 1 x.py:1] {"dynamo_start": {}, "frame_id": [1], "frame_compile_id": "a"}\n')
+    return {"graphs": 99, "recompiles": 99} if logs else {"graphs": 0, "recompiles": 0}
+
+
+def test_an_answer_that_rewrites_the_trace_fails_as_itself(replay):
+    fails(replay, rewrites_the_trace_and_misses, says=("summarize_trace returned",))

@@ -389,7 +389,7 @@ def _load_in_fresh_process(data: bytes, model: Block, example: torch.Tensor, tim
         # this module was imported under, not a sys.executable learner code replaced.
         env = {**_starting_environment(), "TORCHINDUCTOR_CACHE_DIR": str(empty)}
         env.pop("TRITON_CACHE_DIR", None)
-        done = subprocess.run([_PYTHON, "-c", _WARM_START_PROGRAM, str(folder)], env=env, cwd=tmp,
+        done = subprocess.run([_PYTHON, "-P", "-c", _WARM_START_PROGRAM, str(folder)], env=env, cwd=tmp,
                               capture_output=True, text=True, timeout=timeout)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         last_error = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:200]

@@ -407,7 +407,7 @@ def start_trace(parity: int, trace_dir):
     stderr = trace_dir.parent / f"{trace_dir.name}.stderr"
     with open(stderr, "w") as err:  # a file: a pipe nobody reads until the end could fill and block the process
         proc = subprocess.Popen(
-            [sys.executable, "-c", _trace_program(), str(parity)], env=_trace_env(trace_dir),
+            [sys.executable, "-P", "-c", _trace_program(), str(parity)], env=_trace_env(trace_dir),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, cwd=str(trace_dir.parent),
         )
     proc.stderr_path = stderr
@@ -477,12 +477,9 @@ def _summary(name: str, value) -> dict:
     return {key: as_int(f"{name}[{key!r}]", value[key]) for key in ("graphs", "recompiles")}
 
 
-def _misreading(got: dict, truth: dict, trace_dir) -> str:
-    """What a wrong summary counted instead, where it is a known misreading of the trace."""
-    try:
-        records = trace_records(trace_dir)
-    except (OSError, ValueError):  # the learner's function may have changed the directory
-        return ""
+def _misreading(got: dict, truth: dict, records: list[dict], files: int) -> str:
+    """What a wrong summary counted instead, where it is a known misreading of the trace (its ``records`` and
+    number of ``files``, read before the learner's function ran: it can write to the directory)."""
     kinds = collections.Counter(next(iter(r), "") for r in records)
     starts = [(r.get("frame_id"), r.get("frame_compile_id")) for r in records if "dynamo_start" in r]
     graphs = [(r.get("frame_id"), r.get("frame_compile_id")) for r in records if "dynamo_output_graph" in r]
@@ -492,7 +489,7 @@ def _misreading(got: dict, truth: dict, trace_dir) -> str:
             notes.append("graphs is the number of dynamo_start records: one per compile Dynamo started, i.e. per "
                          "compile id, a recompile included, whether or not it produced a graph; the first frame "
                          "here compiled once per k and produced none")
-        elif got["graphs"] == len(list(pathlib.Path(trace_dir).glob("*.log"))):
+        elif got["graphs"] == files:
             notes.append("graphs is the number of files; a file holds every record of one process")
     if got["recompiles"] != truth["recompiles"]:
         if got["recompiles"] == sum(1 for _, again in starts if again and again > 0):
@@ -523,6 +520,9 @@ def read_trace(summarize_trace):
             for proc in procs:
                 trace_ready(proc)
             truths = [finish_trace(proc) for proc in procs]
+            readings = [(trace_records(d), len(list(d.glob("*.log")))) for d in dirs]  # before the answer runs
+            if [truth["graphs"] % 2 for truth in truths] != list(range(len(dirs))):  # not the scenario drawn
+                raise RuntimeError(f"the trace processes ran other functions than the check drew ({truths})")
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -536,14 +536,14 @@ def read_trace(summarize_trace):
                f"returned {got}, expected {want}", measured=got, expected=want)
         right = {"graphs": 0, "recompiles": 0}
         wrong = []
-        for trace_dir, got, truth in zip(dirs, answers, truths):
+        for (records, files), got, truth in zip(readings, answers, truths):
             counts = {key: truth[key] for key in right}
             for key in right:
                 right[key] += got[key] == counts[key]
             if got != counts:
                 calls = ", ".join(f"k={k}" for k in truth["ks"])
                 wrong.append(f"for the function\n{truth['source']}called with {calls}, the counting backend saw "
-                             f"{counts}; summarize_trace returned {got}{_misreading(got, counts, trace_dir)}")
+                             f"{counts}; summarize_trace returned {got}{_misreading(got, counts, records, files)}")
     if wrong:
         fraction = sum(0.5 for key in right if right[key] == len(dirs))
         raise CheckFailed("; ".join(wrong), fraction=fraction)
@@ -684,7 +684,7 @@ def which_log(which_log):
                 names[key] = {"refused": e.message}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_LOGS", "TORCH_TRACE", "TORCH_COMPILE_DEBUG"))}
     with tempfile.TemporaryDirectory(prefix="grader-which-log-") as tmp:
-        run = subprocess.run([sys.executable, "-c", _which_log_program()], input=json.dumps(names) + "\n", env=env,
+        run = subprocess.run([sys.executable, "-P", "-c", _which_log_program()], input=json.dumps(names) + "\n", env=env,
                              cwd=tmp, capture_output=True, text=True, timeout=600)
     try:
         verdict = json.loads(run.stdout.strip().splitlines()[-1])
