@@ -341,7 +341,9 @@ def test_beat_eager_solution_passes_and_a_wrapper_that_changes_nothing_fails():
 def test_beat_eager_times_fresh_inputs_and_spot_checks_them():
     result = _check("08.beat_eager", CleanNet, caching_08)
     assert not result.passed and result.points == 0, result
-    assert "timed call" in result.message or "not fast enough" in result.message, result
+    # caught where a cached output first differs: a warm-up call (its input's memory is the earlier one's, the
+    # values fresh), a timed call, or a race that timed the misses
+    assert any(m in result.message for m in ("differs from MessyNet", "timed call", "not fast enough")), result
 
 
 @pytest.mark.notebooks
@@ -351,6 +353,46 @@ def test_beat_eager_races_the_graders_own_eager_model():
     if not _inconclusive(result):  # a machine too busy for three checks in a row leaves it unjudged, never passed
         eager_us = float(result.message.split("against eager's ")[1].split(" µs")[0])
         assert eager_us < 1500, result  # MessyNet's time, not the 2 ms sleep of the learner's CleanNet
+
+
+def forging_08(model):  # rewrites the race's record of the best timings, found in the frames above the call
+    import sys
+
+    def fast(x):
+        frame = sys._getframe(1)
+        while frame is not None:
+            best = frame.f_locals.get("best")
+            if type(best) is dict and "candidate" in best:
+                best["candidate"] = best["candidate again"] = 1e-9
+            frame = frame.f_back
+        return model(x)
+
+    return fast
+
+
+@pytest.mark.notebooks  # a race, about 40 s
+def test_beat_eager_takes_its_evidence_outside_the_answers_process():
+    """Issue 37: the race's record of best timings sat in a frame above the callable: rewritten from there, it
+    passed with 0 µs per call before. Now the callable runs in a process of its own, timed from the check's."""
+    forged = _check("08.beat_eager", CleanNet, forging_08)
+    assert not forged.passed and ("not fast enough" in forged.message or _inconclusive(forged)), forged
+
+
+@pytest.mark.notebooks  # a race, about 40 s
+def test_beat_eager_fails_a_callable_whose_process_used_more_than_one_core(monkeypatch):
+    """The race is on one thread: a host that used two CPU seconds more per second than it ran (a second and a
+    third core, as the check reads them from /proc) fails, whatever its speed."""
+    from grader import served
+
+    real = served.Served.block
+
+    def block(self, inputs, timeout=served.BLOCK_TIMEOUT):
+        seconds, outputs, cpu = real(self, inputs, timeout)
+        return seconds, outputs, cpu + (2 * seconds if self.name == "make_fast" else 0.0)
+
+    monkeypatch.setattr(served.Served, "block", block)
+    result = grader.check("08.beat_eager", CleanNet, solution_08)
+    assert result.status is Status.FAILED and "CPU seconds per second" in result.message, result
 
 
 def test_bandwidth_reads_a_numpy_or_torch_number_and_refuses_a_lying_float():

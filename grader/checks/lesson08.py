@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import probes
-from ..checking import CheckFailed, Inconclusive, as_bool, as_int, call, expect, expect_callable, expect_close, first_line, unwatched
+from .. import host, probes, served
+from ..checking import CheckFailed, Inconclusive, as_bool, as_int, call, expect, expect_callable, expect_close, first_line
 from .lesson07 import load_onnx
 
 FEATURES, TOKENS, LAYERS = 32, 16, 2
@@ -280,56 +280,36 @@ RACE_TRIES = 3
 
 
 RACE_BLOCKS = 5  # timed blocks per round and side (the median is over blocks, as in grader.benchmark)
-RACE_MAX_BLOCK = 2000  # calls in one block at most: bounds the inputs drawn ahead of a block
+RACE_MAX_BLOCK = 2000  # calls in one block at most: the inputs a host holds at once
+RACE_CORES = 1.5  # CPU seconds per second a side may use in a race on one thread (1.0, and room for /proc's ticks)
+RACE_WARMUP = 2  # untimed calls before each timed block, on fresh inputs too
 
 
-def _timed_on_fresh_inputs(fn, draw, seconds: float, inspect=None) -> float:
-    """Median seconds per call of ``fn(x)`` where no call sees an input any call saw before.
+def _timed_on_fresh_inputs(side, draw, seconds: float, inspect=None) -> float:
+    """Median seconds per call of a served side (``served.Served``) where no call sees an input any call saw before.
 
-    ``draw(n)`` gives n fresh inputs. Each block's inputs are drawn before the block starts, outside
-    the clock, and consumed in order; the blocks are timed by ``torch.utils.benchmark.Timer`` (about
-    ``seconds / RACE_BLOCKS`` each, until ``seconds`` are timed; its own short warm-up per block gets
-    fresh inputs too). With ``inspect``, every call's output is kept with an untouched copy of its
-    input, and ``inspect([(input, output), ...])`` sees each block's calls after the block, outside
-    the clock: a callable that caches outputs by input tensor (id, data_ptr) finds no hits, or stale
-    ones that the inspection catches; one that returns before it computes is caught the same way."""
-    import collections
+    ``draw(n)`` gives n fresh inputs. Each block's inputs are drawn before the block and written to the side's
+    host outside the clock; the clock is this process's own, from "go" to the last byte of the block's outputs
+    (``Served.block``), in blocks of about ``seconds / RACE_BLOCKS`` until ``seconds`` are timed, each after
+    RACE_WARMUP untimed calls. With ``inspect``, ``inspect(calls, seconds, cpu_seconds)`` sees each block's
+    ``(input, outputs)`` pairs after it: the inputs are this process's own copies, the outputs the bytes the
+    host sent, so a callable that caches outputs by input, or skips work, is caught by what the inspection
+    computes itself."""
     import statistics
-    import time
 
-    import torch.utils.benchmark as tbench
+    def timed(n: int) -> float:
+        xs = draw(n)
+        took, outputs, cpu = side.block(xs)
+        if inspect:
+            inspect(list(zip(xs, outputs)), took, cpu)
+        return took
 
-    queue, done = collections.deque(), []
-
-    def refill(n: int) -> None:
-        queue.extend((x, x.clone() if inspect else None) for x in draw(n))
-
-    def take():
-        if not queue:  # more calls than drawn ahead (a longer Timer warm-up): draw on the clock, rarely
-            refill(1)
-        return queue.popleft()
-
-    refill(3)  # warm-up, which also estimates the cost of a call
-    start = time.perf_counter()
-    for _ in range(3):
-        x, original = take()
-        done.append((original, fn(x)))
-    per_call = (time.perf_counter() - start) / 3
-    if inspect:
-        inspect(done)
+    per_call = timed(3) / 3  # warm-up, which also estimates the cost of a call
     number = max(1, min(RACE_MAX_BLOCK, int(seconds / RACE_BLOCKS / max(per_call, 1e-7))))
-    timer = tbench.Timer(stmt="x, original = take()\ndone.append((original, fn(x)))",
-                         globals={"fn": fn, "take": take, "done": done}, num_threads=torch.get_num_threads())
     times: list[float] = []
     while len(times) < 3 or sum(times) * number < seconds:
-        queue.clear()
-        done.clear()
-        refill(number + max(number // 100, 2))  # Timer.timeit warms up with max(number // 100, 2) calls
-        times.append(timer.timeit(number).median)
-        if inspect:
-            inspect(done)
-    queue.clear()
-    done.clear()
+        timed(RACE_WARMUP)
+        times.append(timed(number) / number)
     return statistics.median(times)
 
 
@@ -400,68 +380,110 @@ def _race_summary(results) -> str:
             + ")")
 
 
-def beat_eager(CleanNet, make_fast):
-    expect_callable("make_fast", make_fast)
-    messy, clean = build_clean(CleanNet)
-    gen = probes.fresh_generator()
-    try:
-        _eager_matches(messy, clean, gen)
-    except CheckFailed as e:
-        raise CheckFailed(f"CleanNet must match MessyNet before it is worth timing (see 08.zero_breaks): {e.message}")
-    import random
-
+def _fast_in_host(CleanNet, make_fast):
+    """Runs in the candidate's host (``served``): CleanNet with MessyNet's weights, checked in eager, and the
+    callable make_fast returns for it, on one thread, returning MessyNet's outputs in KEYS order."""
     import numpy as np
 
-    # Eager is the grader's own model, MessyNet as written, with the same weights: the learner's CleanNet
-    # could be slow in eager on purpose (only when torch.compiler.is_compiling() is False, say).
+    torch.set_num_threads(1)
+    messy, clean = build_clean(CleanNet)
+    try:
+        _eager_matches(messy, clean, probes.fresh_generator())
+    except CheckFailed as e:
+        raise CheckFailed(f"CleanNet must match MessyNet before it is worth timing (see 08.zero_breaks): {e.message}")
+    with torch.no_grad():
+        fast = call(make_fast, clean, name="make_fast")
+    expect_callable("make_fast(model)", fast)
+
+    def run(x):
+        with torch.no_grad():
+            out = call(fast, x, name="the callable make_fast returned")
+        items = list(dict.values(out)) if type(out) is dict else out
+        expect(
+            type(out) in (tuple, list, dict) and all(type(o) in (torch.Tensor, np.ndarray) for o in items),
+            "the callable make_fast returned gave something other than a tuple (or dict) of tensors or numpy "
+            f"arrays: {type(out).__name__}"
+            + (f" of {', '.join(sorted({type(o).__name__ for o in items}))}" if type(out) in (tuple, list, dict) else ""),
+        )
+        return outputs_of(out, "make_fast(model)(x)")
+
+    return run
+
+
+def _eager_in_host():
+    """Runs in eager's host: the grader's own MessyNet as written (the learner's CleanNet could be slow in eager on
+    purpose), with the seeded weights, on one thread."""
+    torch.set_num_threads(1)
+    model = probes.seeded(lambda: MessyNet(batch_size=RACE_BATCH))
+
+    def run(x):
+        with torch.no_grad():
+            out = model(x)
+        return tuple(out[k] for k in KEYS)
+
+    return run
+
+
+def beat_eager(CleanNet, make_fast):
+    """Both sides run in hosts of their own (``served``), built from the answers there, and are timed from here:
+    the clock, the fresh inputs' copies and the outputs' checks are this process's, which no learner code
+    reaches (the answers are never loaded here when grading: ``host = true``)."""
+    import random
+
+    if not isinstance(make_fast, host.Payload):
+        expect_callable("make_fast", make_fast)
+    messy = probes.seeded(MessyNet)
     baseline = probes.seeded(lambda: MessyNet(batch_size=RACE_BATCH))
-    baseline.load_state_dict(messy.state_dict())
+    gen = probes.fresh_generator()
     spot = random.Random(gen.initial_seed())
+    usage = {"cpu": 0.0, "seconds": 0.0}
 
     def draw(n: int) -> list[torch.Tensor]:
         """n fresh batches (distinct tensors, fresh values), peaks on both sides of LIMIT."""
         scales = torch.empty(n, 1, 1).uniform_(0.5, 3.0, generator=gen)
         return list((torch.randn(n, RACE_BATCH, TOKENS * FEATURES, generator=gen) * scales).unbind(0))
 
-    def spot_check(done) -> None:
-        """The last timed call's outputs (checked first: an answer still being computed is not one) and
-        two others at random, against the grader's eager model on an untouched copy of their input."""
+    def spot_check(done, seconds: float, cpu: float) -> None:
+        """The block's last call's outputs and two others at random, against the grader's eager model on this
+        process's copy of their input; the CPU time the host used, added up."""
+        usage["cpu"] += cpu
+        usage["seconds"] += seconds
         for original, out in [done[-1], *spot.sample(done[:-1], min(2, len(done) - 1))]:
-            items = list(dict.values(out)) if type(out) is dict else out
-            expect(
-                type(out) in (tuple, list, dict) and all(type(o) in (torch.Tensor, np.ndarray) for o in items),
-                "in the race, the callable make_fast returned gave something other than a tuple (or dict) of "
-                f"tensors or numpy arrays: {type(out).__name__}"
-                + (f" of {', '.join(sorted({type(o).__name__ for o in items}))}" if type(out) in (tuple, list, dict) else ""),
-            )
-            want = tuple(baseline(original)[k] for k in KEYS)
+            with contextlib.redirect_stdout(io.StringIO()):
+                want = tuple(baseline(original)[k] for k in KEYS)
             try:
-                _close_all(outputs_of(out, "make_fast(model)(x)"), want,
-                           "in a timed call of make_fast(model) (each timed call gets a fresh batch)")
+                _close_all(out, want, "in a timed call of make_fast(model) (each timed call gets a fresh batch)")
             except CheckFailed as e:
                 raise CheckFailed(f"{e.message}; outputs of the timed calls are spot-checked: they must be "
                                   "computed for the batch given, in the call") from None
 
+    def cores_used() -> None:
+        if usage["cpu"] > RACE_CORES * usage["seconds"] + 0.05:
+            raise CheckFailed(
+                f"in the race, your callable's process used {usage['cpu'] / usage['seconds']:.1f} CPU seconds per "
+                f"second: the race is on one thread (give onnxruntime one intra-op thread; leave torch's at 1)",
+                measured=f"{usage['cpu'] / usage['seconds']:.1f} cores", expected="one core")
+
+    shape = {"in_shape": (RACE_BATCH, TOKENS * FEATURES), "out_shapes": [(RACE_BATCH, FEATURES)] * LAYERS,
+             "slots": RACE_MAX_BLOCK}
     threads = torch.get_num_threads()
-    torch._dynamo.reset()
-    # One thread for both sides: a thread that waits at a barrier for a core another process holds costs
-    # milliseconds, which would measure the machine's load instead of the model.
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # the checks of the outputs, here
     try:
-        with torch.no_grad():
-            fast = call(make_fast, clean, name="make_fast")
-            expect_callable("make_fast(model)", fast)
+        with torch.no_grad(), \
+                served.Served(f"{__name__}._fast_in_host", (CleanNet, make_fast), name="make_fast", **shape) as fast, \
+                served.Served(f"{__name__}._eager_in_host", (), name="the grader's MessyNet", **shape) as eager:
             for scale in (0.5, 3.0):  # warms up (a first torch.compile happens here) and checks outputs
                 x = _rows(gen, RACE_BATCH, scale)
-                want = reference(messy, x)  # before the call, which could write into x
-                got = outputs_of(call(fast, x, name="the callable make_fast returned"), "make_fast(model)(x)")
-                _close_all(got, want, f"in make_fast(model) at batch {RACE_BATCH}")
-            with contextlib.redirect_stdout(io.StringIO()), unwatched():  # MessyNet prints on every call
-                results = races(baseline, lambda x: call(fast, x, name="the callable make_fast returned"), draw,
-                                inspect=spot_check)
+                _, (got,), _ = fast.block([x])
+                _close_all(got, reference(messy, x), f"in make_fast(model) at batch {RACE_BATCH}")
+            eager.block(draw(RACE_WARMUP))
+            try:
+                results = races(eager, fast, draw, inspect=spot_check)
+            finally:
+                if usage["seconds"]:
+                    cores_used()
     finally:
         torch.set_num_threads(threads)
-        torch._dynamo.reset()
     eager_s, fast_s = sorted((_best(r) for r in results), key=lambda b: b[1] / b[0])[len(results) // 2]  # median race
     summary = f"{fast_s * 1e6:.0f} µs per call against eager's {eager_s * 1e6:.0f} µs; {_race_summary(results)}"
     if [race_verdict(*r) for r in results].count(True) < RACE_VOTES:

@@ -1,0 +1,175 @@
+"""grader.served: a callable built in a host of its own and timed from outside it (08.beat_eager's race).
+
+The builders below run in the host (imported there by name, as the check's are)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+from grader.checking import CheckFailed
+from grader.served import Served
+
+SHAPE = {"in_shape": (2, 3), "out_shapes": [(2, 3), (3,)], "slots": 16}
+COUNTER = "GRADER_TEST_COUNTER"
+
+
+def doubling():
+    return lambda x: (x * 2, x.sum(0))
+
+
+def working():
+    """Doubles after 2 ms of matrix products (torch releases the GIL in them), on one thread."""
+    torch.set_num_threads(1)
+    a = torch.randn(128, 128)
+
+    def run(x):
+        end = time.perf_counter() + 0.002
+        while time.perf_counter() < end:
+            a @ a
+        return x * 2, x.sum(0)
+
+    return run
+
+
+def counting():
+    """Starts two processes that count as fast as they can into files: one a child of the host, one an orphan
+    that left the host's session (forked twice, setsid), re-parented to the check's process. Each call waits
+    0.3 s, then doubles: the counters run while the host is timed."""
+    code = ("import os, sys\nif sys.argv[2] == 'leave':\n    os.setsid()\n    if os.fork():\n        os._exit(0)\n"
+            "n = 0\nwhile True:\n    n += 1\n    if n % 1000 == 0:\n        open(sys.argv[1] + '.new', 'w').write(str(n))\n"
+            "        os.replace(sys.argv[1] + '.new', sys.argv[1])\n")
+    for how in ("stay", "leave"):
+        subprocess.Popen([sys.executable, "-c", code, os.environ[COUNTER] + how, how])
+
+    def run(x):
+        time.sleep(0.3)
+        return x * 2, x.sum(0)
+
+    return run
+
+
+def dying():
+    return lambda x: os._exit(3)
+
+
+def sleeping():
+    return lambda x: (time.sleep(30), x)[1:]
+
+
+def misshapen():
+    return lambda x: (x, x)
+
+
+def helper_thread():
+    """Each call has a second thread use 20 ms of CPU time (hashing, which releases the GIL), and waits for it."""
+    import hashlib
+
+    def burn():
+        data, end = b"x" * (1 << 16), time.thread_time() + 0.02
+        while time.thread_time() < end:
+            hashlib.sha256(data).digest()
+
+    def run(x):
+        thread = threading.Thread(target=burn)
+        thread.start()
+        thread.join()
+        return x * 2, x.sum(0)
+
+    return run
+
+
+def failing():
+    raise CheckFailed("CleanNet must keep MessyNet's parameters")
+
+
+def _inputs(n):
+    return list(torch.randn(n, 2, 3).unbind(0))
+
+
+def test_outputs_come_back_as_the_callable_computed_them():
+    xs = _inputs(5)
+    with Served(f"{__name__}.doubling", name="double", **SHAPE) as served:
+        seconds, outputs, cpu = served.block(xs)
+    assert seconds > 0 and cpu >= 0
+    for x, (twice, total) in zip(xs, outputs):
+        assert torch.equal(twice, x * 2) and torch.allclose(total, x.sum(0))
+
+
+FREEZE = """
+import json, sys, time
+sys.path.insert(0, {tests!r})
+import torch
+from grader import host
+from grader.served import Served
+from test_served import SHAPE
+
+host.contain()  # as the check worker does: the orphan comes here
+counters = [{folder!r} + "/count-stay", {folder!r} + "/count-leave"]
+
+
+def counts():
+    out = []
+    for path in counters:
+        try:
+            out.append(int(open(path).read() or 0))
+        except (OSError, ValueError):
+            out.append(0)
+    return out
+
+
+with Served("test_served.counting", name="count", **SHAPE) as served:
+    served.block([torch.zeros(2, 3)])  # 0.3 s of running: the counters start
+    served.block([torch.zeros(2, 3)])  # the orphan is stopped when this block starts, the rest after it
+    time.sleep(0.2)
+    before = counts()
+    time.sleep(0.5)
+    after = counts()
+print(json.dumps([before, after]))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="stopping processes and a child subreaper are Linux's")
+def test_what_the_host_started_is_stopped_while_it_is_not_timed(tmp_path):
+    """Between its blocks a host, and what it started (its children, and an orphan that left its session), cannot
+    run: it cannot slow down the other side of a race."""
+    import json
+
+    env = {**os.environ, COUNTER: str(tmp_path / "count-")}
+    script = FREEZE.format(tests=os.path.dirname(__file__), folder=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = json.loads(done.stdout.strip().splitlines()[-1])
+    assert all(n > 0 for n in before), before  # both counted while the host ran
+    assert after == before, (before, after)
+
+
+def test_a_host_that_dies_hangs_or_answers_out_of_shape_is_a_failure_that_says_so():
+    with Served(f"{__name__}.dying", name="die", **SHAPE) as served:
+        with pytest.raises(CheckFailed, match=r"the process that ran `die` ended \(.*3"):
+            served.block(_inputs(1))
+    with Served(f"{__name__}.sleeping", name="sleep", **SHAPE) as served:
+        started = time.monotonic()
+        with pytest.raises(CheckFailed, match="`sleep` did not run a block of calls within 1 s"):
+            served.block(_inputs(1), timeout=1)
+        assert time.monotonic() - started < 5
+    with Served(f"{__name__}.misshapen", name="shape", **SHAPE) as served:
+        with pytest.raises(CheckFailed, match=r"output of shape \(2, 3\); \(3,\) was expected"):
+            served.block(_inputs(1))
+    with pytest.raises(CheckFailed, match="keep MessyNet's parameters"):
+        Served(f"{__name__}.failing", name="build", **SHAPE)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc's CPU times")
+def test_the_cpu_time_of_the_hosts_threads_is_counted_from_outside():
+    """What a second thread of the host used counts (a race on one thread reads it): 20 calls, each with 20 ms of
+    a helper thread's CPU time, count at least 0.4 s, however busy the machine."""
+    with Served(f"{__name__}.helper_thread", name="threads", **SHAPE) as served:
+        _, _, cpu = served.block(_inputs(10))
+        _, _, more = served.block(_inputs(10))
+    assert cpu + more >= 0.4 - 0.02, (cpu, more)  # one tick (10 ms) of /proc's rounding at each end
