@@ -227,6 +227,18 @@ def _count_items(value) -> None:
 _FAILURES = {"stub": NotAttempted, "not understood": NotUnderstood, "failed": CheckFailed, "unloadable": Unloadable}
 
 
+def status_of(e: Exception, otherwise: str) -> tuple[str, str]:
+    """What a host sends for an exception: a status of ``_FAILURES`` and its message; ``otherwise`` words any
+    exception that is not the check's own."""
+    if isinstance(e, NotAttempted):
+        return "stub", str(e)
+    if isinstance(e, CheckFailed):  # NotUnderstood included
+        return ("not understood" if isinstance(e, NotUnderstood) else "failed"), e.message
+    if isinstance(e, Unloadable):
+        return "unloadable", str(e)
+    return "failed", f"{otherwise} ({type(e).__name__}: {e})"[:300]
+
+
 MARK = b"\x00grader-host-reply\x00"
 
 
@@ -241,7 +253,7 @@ def main() -> int:
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    from .checking import NotUnderstood, call as call_learner, expect_callable, plain
+    from .checking import call as call_learner, expect_callable, plain
 
     try:
         try:
@@ -254,16 +266,8 @@ def main() -> int:
             values = [{k: v for k, v in dict.items(value) if type(k) is str and k in keys} if type(value) is dict
                       else value for value in values]
         reply = ("ok", [plain(f"{name}(...)", value) for value in values])
-    except NotAttempted as e:
-        reply = ("stub", str(e))
-    except NotUnderstood as e:
-        reply = ("not understood", e.message)
-    except CheckFailed as e:
-        reply = ("failed", e.message)
-    except Unloadable as e:
-        reply = ("unloadable", str(e))
-    except Exception as e:  # what the answer's value did while it was made data (a RecursionError, say)
-        reply = ("failed", f"what `{name}` returned could not be read ({type(e).__name__}: {e})"[:300])
+    except Exception as e:  # besides the check's own, what the value did while it was made data (a RecursionError)
+        reply = status_of(e, f"what `{name}` returned could not be read")
     try:
         data = json.dumps(reply).encode()
     except (TypeError, ValueError):  # plain data that JSON cannot carry (a set, an int key)

@@ -28,7 +28,7 @@ import time
 import psutil  # imported with the checks, before any answer: its functions are watched (trusted.Integrity)
 
 from . import host
-from .checking import CheckFailed, NotAttempted, NotUnderstood, Unloadable
+from .checking import CheckFailed, Unloadable
 
 READY_TIMEOUT = 300.0  # seconds to build the callable (an export, an AOTInductor package) in the host
 BLOCK_TIMEOUT = 120.0  # seconds for one block of calls (a first call may compile)
@@ -259,23 +259,13 @@ def main() -> int:
     module, _, attr = builder.rpartition(".")
     build = getattr(importlib.import_module(module), attr)  # the grader's, imported before any answer loads
     try:
-        answers = [pickle.loads(s) for s in saved]
-    except Exception as e:
-        _frame_error(reply, "unloadable", f"`{name}` could not be loaded for grading ({type(e).__name__}: {e})"[:300])
-        return 0
-    try:
+        try:
+            answers = [pickle.loads(s) for s in saved]
+        except Exception as e:
+            raise Unloadable(f"`{name}` could not be loaded for grading ({type(e).__name__}: {e})"[:300]) from None
         fn = build(*answers)
-    except NotAttempted as e:
-        _frame_error(reply, "stub", str(e))
-        return 0
-    except NotUnderstood as e:
-        _frame_error(reply, "not understood", e.message)
-        return 0
-    except CheckFailed as e:
-        _frame_error(reply, "failed", e.message)
-        return 0
     except Exception as e:
-        _frame_error(reply, "failed", f"building `{name}` raised {type(e).__name__}: {e}"[:300])
+        _frame_error(reply, *host.status_of(e, f"building `{name}` raised"))
         return 0
     reply.write(b"r")
     while True:
@@ -295,11 +285,8 @@ def main() -> int:
                                           f"{tuple(shape)} was expected")
                     out[i, at:at + size] = value.reshape(-1)
                     at += size
-        except CheckFailed as e:
-            _frame_error(reply, "failed", e.message)
-            return 0
         except Exception as e:
-            _frame_error(reply, "failed", f"calling `{name}` raised {type(e).__name__}: {e}"[:300])
+            _frame_error(reply, *host.status_of(e, f"calling `{name}` raised"))
             return 0
         reply.write(b"o" + out[:n].tobytes())
 

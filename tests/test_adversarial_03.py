@@ -702,23 +702,14 @@ def records(trace_dir):
                 yield json.loads(line[line.index("] {") + 2:])
 '''
 
-KERNEL = '''
+KERNEL = """
 import sys
 from grader import transport
 from tracehelp import records
 
-
-def summarize_trace(trace_dir):
-    graphs = recompiles = 0
-    for record in records(trace_dir):
-        if "dynamo_output_graph" in record:
-            graphs += 1
-            recompiles += int(record["frame_compile_id"] > 0)
-    return {"graphs": graphs, "recompiles": recompiles}
-
-
+{solution}
 transport.save_answers(["summarize_trace"], sys.argv[1], globals())
-'''
+"""
 
 
 def test_a_right_answer_that_imports_a_helper_beside_the_notebook_passes_in_grading(tmp_path):
@@ -732,7 +723,8 @@ def test_a_right_answer_that_imports_a_helper_beside_the_notebook_passes_in_grad
     notebook.mkdir()
     store.mkdir()
     (notebook / "tracehelp.py").write_text(HELPER)
-    done = subprocess.run([sys.executable, "-c", KERNEL, str(store)], cwd=notebook, capture_output=True, text=True)
+    kernel = KERNEL.format(solution=inspect.getsource(solution_summary).replace("solution_summary", "summarize_trace"))
+    done = subprocess.run([sys.executable, "-c", kernel, str(store)], cwd=notebook, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     answers = transport.gather(store, ["summarize_trace"], tmp_path / "answers.pkl")
     (result,) = check_answers([registry.get("03.read_trace")], answers, timeout=300)
