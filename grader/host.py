@@ -61,7 +61,8 @@ def contain() -> None:
 def _drop_capabilities() -> None:
     """In the host, before the answer is loaded: no capability at all (root among users included), none to be
     regained (no new privileges, an empty bounding set). Without CAP_SYS_PTRACE the check process's memory is
-    closed to it even where both run as root outside the sandbox."""
+    closed to it even where both run as root outside the sandbox; and the host itself is undumpable, closed to
+    the other processes of its user (a race's other host)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -74,6 +75,7 @@ def _drop_capabilities() -> None:
 
     try:
         libc = _libc()
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0: another host (a race's other side) cannot read or write this one
         libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
         libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
         for cap in range(64):
@@ -106,8 +108,11 @@ def _saved(answer) -> bytes:
 
 def _environment() -> dict[str, str]:
     """This process's environment, with its import path: a function pickled by reference (a module's, not the
-    notebook's) loads in the host from where it loaded here."""
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    notebook's) loads in the host from where it loaded here. Not this process's working folder (where ``-m``
+    put it first): other answers can write there, and a ``sitecustomize.py`` in it would run in the host before
+    it gives up its capabilities."""
+    here = os.path.realpath(os.getcwd())
+    paths = [p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) != here]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
@@ -136,10 +141,11 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
         # Files, not pipes: the call waits for the host to exit, not for every process holding a pipe to close it.
         proc = subprocess.Popen([sys.executable, "-P", "-m", "grader.host"], stdin=stdin, stdout=stdout, stderr=stderr,
                                 env=_environment(), start_new_session=True)
+        late = False
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            pass
+            late = True
         finally:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)  # the host's session: what it started (and it, if still running)
@@ -150,7 +156,7 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
         stdout.seek(0)
         stderr.seek(0)
         out, err = stdout.read(), stderr.read().decode(errors="replace").strip().splitlines()
-    if proc.returncode == -signal.SIGKILL and not out.startswith(MARK):
+    if late and not out.startswith(MARK):
         raise CheckFailed(f"`{name}` did not return within {timeout:.0f} s")
     reply = out[len(MARK):] if out.startswith(MARK) else b""
     try:
@@ -186,7 +192,7 @@ def end_new_descendants(me, before: set[int], seconds: float = 2.0) -> None:
         alive = []
         for child in me.children(recursive=True):
             try:
-                if child.pid not in before and child.status() != psutil.STATUS_ZOMBIE:
+                if child.pid not in before and (child.status() != psutil.STATUS_ZOMBIE or _threads_left(child)):
                     alive.append(child)
             except psutil.Error:
                 pass
@@ -204,6 +210,14 @@ def end_new_descendants(me, before: set[int], seconds: float = 2.0) -> None:
                     pass
         quiet = 0 if alive else quiet + 1
         time.sleep(0.02)
+
+
+def _threads_left(process) -> bool:
+    """A zombie whose other threads still run (its main thread exited): alive, for what it can still do."""
+    try:
+        return len(os.listdir(f"/proc/{process.pid}/task")) > 1
+    except OSError:
+        return False
 
 
 REPLY_BYTES = 1 << 24  # a reply larger than this is not an answer a check reads

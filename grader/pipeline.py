@@ -286,7 +286,7 @@ class Worker:
         self.nonce = secrets.token_hex(16)  # result lines without it (e.g. printed by learner code) are ignored
         self.sandboxed, self.memory_mb = bool(trust and trust.sandboxed), memory_mb
         self.errors = Path(tempfile.mkstemp(prefix="check-", suffix=".stderr", dir=folder)[1])
-        cmd = [sys.executable, "-m", "grader.worker"]
+        cmd = [sys.executable, "-P", "-m", "grader.worker"]  # -P: its working folder is not on its import path
         worker_env = {**os.environ, **(env or {}), **(trusted.trusted_env(root) if root else {}),
                       "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # no pool of compile workers: every process this one
         #                                                     starts beyond those before its first answer is the answer's

@@ -80,6 +80,7 @@ class Served:
         Served._live.append(self)
         try:
             self._expect(b"r", timeout, "build the callable")
+            self._scheduling = _scheduling(self.proc.pid)
         except BaseException:
             self.close()
             raise
@@ -100,6 +101,10 @@ class Served:
         for i, x in enumerate(inputs):
             self._inputs[i] = x.numpy()
         self._stop_strays()
+        if _scheduling(self.proc.pid) != self._scheduling:
+            raise CheckFailed(f"while the race ran, another process changed how the process that runs {self.name} is "
+                              f"scheduled (its priority, its CPUs or its policy): {self._scheduling} became "
+                              f"{_scheduling(self.proc.pid)}")
         tree = self._tree()
         cpu = _cpu(tree)
         self._set(signal.SIGCONT, tree)
@@ -211,6 +216,15 @@ class Served:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _scheduling(pid: int) -> tuple:
+    """How the system schedules a process: its nice value, the CPUs it may run on, its policy."""
+    try:
+        process = psutil.Process(pid)
+        return process.nice(), tuple(process.cpu_affinity() or ()), os.sched_getscheduler(pid)
+    except (psutil.Error, OSError, AttributeError):  # gone (the block reports it), or not on this system
+        return ()
 
 
 def _cpu(tree) -> float:

@@ -744,3 +744,37 @@ def rewrites_the_trace_and_misses(trace_dir):
 
 def test_an_answer_that_rewrites_the_trace_fails_as_itself(replay):
     fails(replay, rewrites_the_trace_and_misses, says=("summarize_trace returned",))
+
+
+SITE_MARKER = pathlib.Path("/tmp/grader-test-sitecustomize-ran")
+
+
+def _plants_sitecustomize():
+    import os
+
+    with open(os.path.join(os.getcwd(), "sitecustomize.py"), "w") as f:
+        f.write(f"open({str(SITE_MARKER)!r}, 'w').write('ran')\n")
+    return "loaded"
+
+
+def test_a_file_another_answer_writes_in_the_check_folder_does_not_run_in_the_host(tmp_path):
+    """Found by review (15/15 as root without the sandbox): which_log's answer, loaded in the worker, wrote a
+    sitecustomize.py into the worker's working folder, which was on the host's import path, so it ran in the host
+    before the host gave up its capabilities, and read the counts out of the check's memory."""
+    SITE_MARKER.unlink(missing_ok=True)
+    path = _answers_file(tmp_path, which_log={**RIGHT_LOGS, "extra": RunsWhenLoaded(_plants_sitecustomize)},
+                         summarize_trace=solution_summary)
+    which, trace = check_answers([registry.get("03.which_log"), registry.get("03.read_trace")], path, timeout=300)
+    assert trace.status is Status.PASSED, trace
+    assert not SITE_MARKER.exists(), "a sitecustomize.py in the check's working folder ran in a fresh interpreter"
+
+
+def kills_itself(trace_dir):
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_host_killed_early_is_not_called_late(replay):
+    fails(replay, kills_itself, says=("ended without a well-formed answer", "SIGKILL"))

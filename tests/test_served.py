@@ -124,7 +124,10 @@ def counts():
 
 
 with Served("test_served.counting", name="count", **SHAPE) as served:
-    served.block([torch.zeros(2, 3)])  # 0.3 s of running: the counters start
+    for _ in range(100):  # 0.3 s of running each: until both counters have started, however busy the machine
+        served.block([torch.zeros(2, 3)])
+        if all(counts()):
+            break
     served.block([torch.zeros(2, 3)])  # the orphan is stopped when this block starts, the rest after it
     time.sleep(0.2)
     before = counts()
@@ -173,3 +176,86 @@ def test_the_cpu_time_of_the_hosts_threads_is_counted_from_outside():
         _, _, cpu = served.block(_inputs(10))
         _, _, more = served.block(_inputs(10))
     assert cpu + more >= 0.4 - 0.02, (cpu, more)  # one tick (10 ms) of /proc's rounding at each end
+
+
+def _siblings():
+    """The other hosts of the process that started this one (a race's other side)."""
+    import psutil
+
+    parent = psutil.Process(os.getppid())
+    return [p for p in parent.children() if p.pid != os.getpid() and "grader.served" in " ".join(p.cmdline())]
+
+
+def reaching():
+    """Found by review: a host wrote the weights in the other host's memory (through /proc/PID/mem) and slowed
+    the grader's eager model 15x. Each call reports what it could do to its sibling: 1 where it could open its
+    memory, 2 where it could renice it."""
+    def run(x):
+        reached = 0.0
+        for sibling in _siblings():
+            try:
+                with open(f"/proc/{sibling.pid}/mem", "r+b"):
+                    reached += 1
+            except OSError:
+                pass
+            try:
+                sibling.nice(sibling.nice() + 5)
+                reached += 2
+            except Exception:
+                pass
+        return x * 0 + reached, x.sum(0)
+
+    return run
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc and ptrace's rules are Linux's")
+def test_a_host_cannot_reach_the_other_sides_memory_and_a_change_of_its_scheduling_is_caught():
+    with Served(f"{__name__}.doubling", name="the grader's model", **SHAPE) as victim, \
+            Served(f"{__name__}.reaching", name="yours", **SHAPE) as attacker:
+        victim.block(_inputs(1))
+        _, ((reached, _),), _ = attacker.block(_inputs(1))
+        assert float(reached[0, 0]) == 2.0, reached  # renicing a process of one's own user is allowed ...
+        with pytest.raises(CheckFailed, match="changed how the process that runs the grader's model is scheduled"):
+            victim.block(_inputs(1))  # ... and caught before the other side is timed again; its memory is closed
+
+
+ZOMBIE = """
+import json, os, subprocess, sys, time
+import psutil
+from grader import host
+
+host.contain()
+counter = sys.argv[1]
+code = ("import ctypes, os, threading, time\\n"
+        "def count():\\n"
+        "    n = 0\\n"
+        "    while True:\\n"
+        "        n += 1\\n"
+        "        open(%r + '.new', 'w').write(str(n))\\n"
+        "        os.replace(%r + '.new', %r)\\n"
+        "        time.sleep(0.01)\\n"
+        "threading.Thread(target=count).start()\\n"
+        "time.sleep(0.3)\\n"
+        "ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: the main thread ends, the counting thread goes on\\n") % (counter, counter, counter)
+me = psutil.Process()
+before = {p.pid for p in me.children(recursive=True)}
+subprocess.Popen([sys.executable, "-c", code])
+time.sleep(1.5)
+host.end_new_descendants(me, before)
+first = open(counter).read()
+time.sleep(0.5)
+print(json.dumps([first, open(counter).read()]))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="threads and zombies as /proc shows them")
+def test_a_process_whose_main_thread_exited_is_ended_too(tmp_path):
+    """Found by review: a process whose main thread exited shows as a zombie while its other threads run; it was
+    skipped as dead, and outlived the check."""
+    import json
+
+    done = subprocess.run([sys.executable, "-c", ZOMBIE, str(tmp_path / "count")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, later = json.loads(done.stdout.strip().splitlines()[-1])
+    assert int(first) > 0 and first == later, (first, later)
