@@ -1,6 +1,7 @@
 """Lesson 03's pieces shared by its tests: the custom op an answer to 03.custom_op registers, np.interp in torch
 ops (the right numbers without a custom op), and 03.read_trace with its trace processes replaced by stored
 traces."""
+import pathlib
 import shutil
 
 import torch
@@ -41,13 +42,44 @@ class _Finished:
         return 0
 
 
+def trace_file_of(proc, trace_dir) -> pathlib.Path:
+    """The file one trace process wrote in ``trace_dir`` (the glog prefix of each record names its pid)."""
+    (path,) = [path for path in pathlib.Path(trace_dir).glob("*.log")
+               if path.read_text(encoding="utf-8").split(" ", 3)[2] == str(proc.pid)]
+    return path
+
+
+def draw_traces(root) -> dict:
+    """03.read_trace's trace processes, run as the check lays them out (``lesson03.TRACE_PARITIES``) in ``root``.
+    ``processes``: per process, in the check's start order, (its truth, a copy of its trace file);
+    ``dirs``: per directory, (the truths of its processes added up, the directory)."""
+    root = pathlib.Path(root)
+    processes, dirs = [], []
+    for i, parities in enumerate(lesson03.TRACE_PARITIES):
+        trace_dir = root / f"trace_{i}"
+        trace_dir.mkdir()
+        procs = [lesson03.start_trace(parity, trace_dir) for parity in parities]
+        for proc in procs:
+            lesson03.trace_ready(proc)
+        truths = [lesson03.finish_trace(proc) for proc in procs]
+        for n, (proc, truth) in enumerate(zip(procs, truths)):
+            copy = root / f"process_{i}_{n}"
+            copy.mkdir()
+            processes.append((truth, pathlib.Path(shutil.copy(trace_file_of(proc, trace_dir), copy))))
+        dirs.append(({key: sum(t[key] for t in truths) for key in ("graphs", "recompiles")}, trace_dir))
+    return {"processes": processes, "dirs": dirs}
+
+
 def replay_traces(monkeypatch, stored) -> None:
-    """03.read_trace with its trace processes replaced by copies of ``stored``, one (truth, trace_dir) per
-    parity (fast, deterministic)."""
+    """03.read_trace with its trace processes replaced by copies of ``stored``: per process, in the order the
+    check starts them, (truth, trace file) (fast, deterministic)."""
+    started = [0]
 
     def start(parity, trace_dir):
-        truth, stored_dir = stored[parity]
-        shutil.copytree(stored_dir, trace_dir, dirs_exist_ok=True)
+        truth, path = stored[started[0] % len(stored)]
+        started[0] += 1
+        assert truth["graphs"] % 2 == parity, "stored traces out of the check's order"
+        shutil.copy(path, pathlib.Path(trace_dir) / pathlib.Path(path).name)
         return _Finished(truth)
 
     monkeypatch.setattr(lesson03, "start_trace", start)

@@ -66,7 +66,7 @@ from grader.pipeline import check_answers
 from grader.result import Status
 
 from hostile import LiarDict, LiarInt, LiarStr
-from lesson03_helpers import curve, custom_op_with_fake, replay_traces
+from lesson03_helpers import curve, custom_op_with_fake, draw_traces, replay_traces
 from verdicts import fails, not_attempted, passes
 
 # --- 03.custom_op ------------------------------------------------------------------------------------
@@ -191,15 +191,27 @@ def test_misreadings_of_custom_op_fail():
 
 # --- 03.read_trace -----------------------------------------------------------------------------------
 
+def file_records(path):
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("\t") and "] {" in line:
+            yield json.loads(line[line.index("] {") + 2:])
+
+
+def files(trace_dir):  # one per process
+    return sorted(pathlib.Path(trace_dir).glob("*.log"))
+
+
 def records(trace_dir):
-    for path in sorted(pathlib.Path(trace_dir).glob("*.log")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.startswith("\t") and "] {" in line:
-                yield json.loads(line[line.index("] {") + 2:])
+    for path in files(trace_dir):
+        yield from file_records(path)
 
 
-def ids_of(trace_dir, kind):
-    return [(r["frame_id"], r["frame_compile_id"]) for r in records(trace_dir) if kind in r]
+def ids_of(path, kind):  # of one file: each process numbers its frames from 0
+    return [(r["frame_id"], r["frame_compile_id"]) for r in file_records(path) if kind in r]
+
+
+def per_file(count):
+    return lambda trace_dir: sum(count(path) for path in files(trace_dir))
 
 
 def solution_summary(trace_dir):  # solutions/03_graph_breaks.ipynb
@@ -212,8 +224,8 @@ def solution_summary(trace_dir):  # solutions/03_graph_breaks.ipynb
 
 
 def compile_ids_with_a_graph(trace_dir):  # a compile makes at most one graph: the same count, another way
-    ids = set(ids_of(trace_dir, "dynamo_output_graph"))
-    return {"graphs": len(ids), "recompiles": sum(1 for _, again in ids if again)}
+    ids = [set(ids_of(path, "dynamo_output_graph")) for path in files(trace_dir)]
+    return {"graphs": sum(map(len, ids)), "recompiles": sum(1 for one in ids for _, again in one if again)}
 
 
 def by_regex(trace_dir):  # the raw text, no JSON parsing
@@ -242,59 +254,65 @@ def _artifacts(name):
     return lambda d: sum(r.get("artifact", {}).get("name") == name for r in records(d))
 
 
-def _recompiled_compiles(d):
-    return sum(1 for _, again in ids_of(d, "dynamo_start") if again > 0)
+_recompiled_compiles = per_file(lambda path: sum(1 for _, again in ids_of(path, "dynamo_start") if again > 0))
+_graphs_after_the_first_of_each_frame = per_file(
+    lambda path: len(ids_of(path, "dynamo_output_graph")) - len({frame for frame, _ in ids_of(path, "dynamo_output_graph")}))
 
 
-def _graphs_after_the_first_of_each_frame(d):
-    graphs = ids_of(d, "dynamo_output_graph")
-    return len(graphs) - len({frame for frame, _ in graphs})
+def first_file_only(trace_dir):  # a directory holds one file per process: this reads one of them
+    graphs = [r for path in files(trace_dir)[:1] for r in file_records(path) if "dynamo_output_graph" in r]
+    return {"graphs": len(graphs), "recompiles": sum(r["frame_compile_id"] > 0 for r in graphs)}
+
+
+def compile_ids_across_files(trace_dir):  # the ids of two processes taken as one set: (0, 0) counted once
+    ids = {i for path in files(trace_dir) for i in ids_of(path, "dynamo_output_graph")}
+    return {"graphs": len(ids), "recompiles": sum(1 for _, again in ids if again)}
 
 
 MISREAD_GRAPHS = {  # each gets `recompiles` right: half the points
     "dynamo_start records": _count("dynamo_start"),
     "compilation_metrics records": _count("compilation_metrics"),
     "guard sets (dynamo_cpp_guards_str)": _count("dynamo_cpp_guards_str"),
-    "compile ids": lambda d: len(set(ids_of(d, "dynamo_start"))),
-    "frames": lambda d: len({frame for frame, _ in ids_of(d, "dynamo_start")}),
+    "compile ids": per_file(lambda path: len(set(ids_of(path, "dynamo_start")))),
+    "frames": per_file(lambda path: len({frame for frame, _ in ids_of(path, "dynamo_start")})),
 }
 MISREAD_RECOMPILES = {  # each gets `graphs` right
     "compiles with frame_compile_id > 0": _recompiled_compiles,
     "recompile_reasons artifacts": _artifacts("recompile_reasons"),
     "graphs after the first of each frame": _graphs_after_the_first_of_each_frame,
 }
+MISREAD_BOTH = {  # a directory read as one process's: no points
+    "the first file only": first_file_only,
+    "compile ids across files": compile_ids_across_files,
+}
 
 
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory):
-    """Two traces as the check draws them (graph counts even and odd), with what their processes counted."""
-    root = tmp_path_factory.mktemp("adversarial_traces")
-    dirs = [root / f"trace_{parity}" for parity in (0, 1)]
-    procs = []
-    for parity, trace_dir in enumerate(dirs):
-        trace_dir.mkdir()
-        procs.append(lesson03.start_trace(parity, trace_dir))
-    for proc in procs:
-        lesson03.trace_ready(proc)
-    return [(lesson03.finish_trace(proc), trace_dir) for proc, trace_dir in zip(procs, dirs)]
+    """The trace processes as the check runs them (two per directory, graph counts adding up to even and odd),
+    with what they counted."""
+    return draw_traces(tmp_path_factory.mktemp("adversarial_traces"))
 
 
 @pytest.fixture
 def replay(drawn, monkeypatch):
     """03.read_trace with its processes replaced by copies of the drawn traces (fast, deterministic)."""
-    replay_traces(monkeypatch, drawn)
+    replay_traces(monkeypatch, drawn["processes"])
     return "03.read_trace"
 
 
 def test_every_drawn_trace_separates_graphs_from_each_misreading(drawn):
-    for truth, trace_dir in drawn:
-        counts = {key: truth[key] for key in ("graphs", "recompiles")}
-        assert solution_summary(trace_dir) == counts == truth["expected"], truth["source"]
+    for counts, trace_dir in drawn["dirs"]:
+        assert len(files(trace_dir)) == 2 and solution_summary(trace_dir) == counts
         for name, count in MISREAD_GRAPHS.items():
-            assert count(trace_dir) != counts["graphs"], (name, truth["source"])
+            assert count(trace_dir) != counts["graphs"], (name, trace_dir)
         for name, count in MISREAD_RECOMPILES.items():
-            assert count(trace_dir) != counts["recompiles"], (name, truth["source"])
-    assert [truth["graphs"] % 2 for truth, _ in drawn] == [0, 1]
+            assert count(trace_dir) != counts["recompiles"], (name, trace_dir)
+        for name, summary in MISREAD_BOTH.items():
+            assert summary(trace_dir)["graphs"] != counts["graphs"], (name, trace_dir)
+    for truth, path in drawn["processes"]:
+        assert solution_summary(path.parent) == {key: truth[key] for key in ("graphs", "recompiles")} == truth["expected"]
+    assert [counts["graphs"] % 2 for counts, _ in drawn["dirs"]] == [0, 1]
 
 
 def test_drawn_functions_never_have_as_many_graphs_as_frames_or_compiles():
@@ -320,6 +338,16 @@ def test_graphs_misread_as_compiles_fail_with_half_credit(replay, name):
 def test_recompiles_misread_fail_with_half_credit(replay, name):
     result = fails(replay, misreading(_graphs, MISREAD_RECOMPILES[name]))
     assert result.points == result.max_points / 2, result.message
+
+
+def test_a_directory_read_as_one_process_fails():
+    """Passed before (the first file only): each trace directory held one process's file."""
+    result = fails("03.read_trace", first_file_only, says=("one file per process",))
+    assert result.points == 0, result.message
+
+
+def test_compile_ids_of_two_processes_taken_as_one_set_fail(replay):
+    fails(replay, compile_ids_across_files, says=("each process numbers its frames from 0",))
 
 
 def test_misreadings_are_named_in_the_message(replay):
@@ -402,7 +430,7 @@ def test_a_forged_reply_of_the_trace_processes_fails():
 
 
 def test_a_hard_coded_summary_and_the_starter(replay, drawn):
-    truth = {key: drawn[0][0][key] for key in ("graphs", "recompiles")}
+    truth = dict(drawn["dirs"][0][0])
     fails(replay, lambda d: dict(truth) if any(pathlib.Path(d).iterdir()) else {"graphs": 0, "recompiles": 0})
     not_attempted(replay, lambda d: (_ for _ in ()).throw(NotImplementedError("your code here")))
 

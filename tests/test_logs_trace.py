@@ -11,18 +11,22 @@ from grader import checking, registry
 from grader.checks import lesson03
 from grader.result import Status
 
-from lesson03_helpers import replay_traces
+from lesson03_helpers import replay_traces, trace_file_of
 
 WHICH_LOG = registry.get("03.which_log")
 READ_TRACE = registry.get("03.read_trace")
 RIGHT = {"why_recompiled": "recompiles", "which_breaks": "graph_breaks", "generated_code": "output_code"}
 
 
+def file_records(path):
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("\t") and "] {" in line:
+            yield json.loads(line[line.index("] {") + 2:])
+
+
 def records(trace_dir):
     for path in sorted(pathlib.Path(trace_dir).glob("*.log")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.startswith("\t") and "] {" in line:
-                yield json.loads(line[line.index("] {") + 2:])
+        yield from file_records(path)
 
 
 def summarize_trace(trace_dir):
@@ -122,8 +126,8 @@ def test_wrong_artifact_unknown_name_and_non_str_fail():
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
-    """The check run end to end on the solution, once: it writes two traces in fresh processes. Copies
-    of those traces and what their processes drew and counted are kept for the other tests to replay."""
+    """The check run end to end on the solution, once: it writes two traces, each with two fresh processes.
+    A copy of each process's trace file and what it drew and counted are kept for the other tests to replay."""
     root = tmp_path_factory.mktemp("traces")
     started, stored = {}, []
     real_start, real_finish = lesson03.start_trace, lesson03.finish_trace
@@ -135,9 +139,9 @@ def traces(tmp_path_factory):
 
     def finish(proc, timeout=60):
         truth = real_finish(proc, timeout)
-        copy = root / f"trace_{len(stored)}"
-        shutil.copytree(started[id(proc)], copy)
-        stored.append((truth, copy))
+        copy = root / f"process_{len(stored)}"
+        copy.mkdir()
+        stored.append((truth, pathlib.Path(shutil.copy(trace_file_of(proc, started[id(proc)]), copy))))
         return truth
 
     with pytest.MonkeyPatch.context() as mp:
@@ -150,7 +154,7 @@ def traces(tmp_path_factory):
 def test_read_trace_solution_passes_on_real_traces(traces):
     result, stored = traces
     assert result.status == Status.PASSED, result.message
-    assert result.points == READ_TRACE.points and len(stored) == 2
+    assert result.points == READ_TRACE.points and len(stored) == sum(map(len, lesson03.TRACE_PARITIES)) == 4
 
 
 @pytest.fixture
@@ -162,14 +166,14 @@ def replay(traces, monkeypatch):
 
 def test_stored_traces_have_frames_without_graphs_and_recompiles(traces):
     stored = traces[1]
-    for truth, trace_dir in stored:
-        starts = sum("dynamo_start" in r for r in records(trace_dir))
+    for truth, path in stored:
+        starts = sum("dynamo_start" in r for r in records(path.parent))
         assert starts > truth["graphs"] and truth["recompiles"] > 0
         # once per compile id (frame and recompile number), not once per frame: a recompile starts again
-        ids = [(r["frame_id"], r["frame_compile_id"]) for r in records(trace_dir) if "dynamo_start" in r]
+        ids = [(r["frame_id"], r["frame_compile_id"]) for r in records(path.parent) if "dynamo_start" in r]
         assert len(ids) == len(set(ids)) > len({frame for frame, _ in ids})
-        assert summarize_trace(trace_dir) == {key: truth[key] for key in ("graphs", "recompiles")} == truth["expected"]
-    assert stored[0][0]["graphs"] % 2 == 0 and stored[1][0]["graphs"] % 2 == 1
+        assert summarize_trace(path.parent) == {key: truth[key] for key in ("graphs", "recompiles")} == truth["expected"]
+    assert [truth["graphs"] % 2 for truth, _ in stored] == [p for group in lesson03.TRACE_PARITIES for p in group]
 
 
 def test_solution_passes_on_replayed_traces(replay):
@@ -193,6 +197,18 @@ def test_counting_frames_instead_of_graphs_fails(replay):
     assert result.status == Status.FAILED, result.message
     assert "dynamo_start" in result.message and result.points == READ_TRACE.points / 2
     assert "per compile id" in result.message and "frames Dynamo started on" not in result.message
+
+
+def test_reading_one_file_fails(replay):
+    """Passed before, when each trace directory held one process's file."""
+    def first_file_only(trace_dir):
+        paths = sorted(pathlib.Path(trace_dir).glob("*.log"))[:1]
+        graphs = [r for path in paths for r in file_records(path) if "dynamo_output_graph" in r]
+        return {"graphs": len(graphs), "recompiles": sum(r["frame_compile_id"] > 0 for r in graphs)}
+
+    result = replay(first_file_only)
+    assert result.status == Status.FAILED and result.points == 0, result.message
+    assert "one file per process" in result.message, result.message
 
 
 def test_counting_files_fails(replay):

@@ -1,7 +1,6 @@
 """Checks for lesson 03: graph breaks. The snippets live here once; the lesson displays them."""
 from __future__ import annotations
 
-import collections
 import json
 import os
 import pathlib
@@ -461,13 +460,20 @@ def finish_trace(proc, timeout: float = 60) -> dict:
 
 def trace_records(trace_dir) -> list[dict]:
     """The JSON records of every log file in a TORCH_TRACE directory, in order (payload lines skipped)."""
-    records = []
-    for path in sorted(pathlib.Path(trace_dir).glob("*.log")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.startswith("\t") or "] {" not in line:
-                continue
-            records.append(json.loads(line[line.index("] {") + 2:]))
-    return records
+    return [record for path in sorted(pathlib.Path(trace_dir).glob("*.log")) for record in _file_records(path)]
+
+
+def _file_records(path) -> list[dict]:
+    """The JSON records of one trace file: one process's."""
+    return [json.loads(line[line.index("] {") + 2:]) for line in pathlib.Path(path).read_text(encoding="utf-8").splitlines()
+            if not line.startswith("\t") and "] {" in line]
+
+
+# Per trace directory, the graph-count parity of each process the check runs with TORCH_TRACE set to it. Two
+# processes per directory (one file each, as the ranks of a distributed run write): a summary that reads one
+# file gets a count too small. The sums are even in one directory and odd in the other: no hard-coded answer
+# fits both.
+TRACE_PARITIES = ((0, 0), (1, 0))
 
 
 def _summary(name: str, value) -> dict:
@@ -477,28 +483,69 @@ def _summary(name: str, value) -> dict:
     return {key: as_int(f"{name}[{key!r}]", value[key]) for key in ("graphs", "recompiles")}
 
 
-def _misreading(got: dict, truth: dict, records: list[dict], files: int) -> str:
-    """What a wrong summary counted instead, where it is a known misreading of the trace (its ``records`` and
-    number of ``files``, read before the learner's function ran: it can write to the directory)."""
-    kinds = collections.Counter(next(iter(r), "") for r in records)
-    starts = [(r.get("frame_id"), r.get("frame_compile_id")) for r in records if "dynamo_start" in r]
-    graphs = [(r.get("frame_id"), r.get("frame_compile_id")) for r in records if "dynamo_output_graph" in r]
+def _misreading(got: dict, truth: dict, files: list[list[dict]]) -> str:
+    """What a wrong summary counted instead, where it is a known misreading of the trace (the records of each
+    of its ``files``, read before the learner's function ran: it can write to the directory)."""
+    def per_file(count) -> int:
+        return sum(count(records) for records in files)
+
+    def ids(records, kind):
+        return [(r.get("frame_id"), r.get("frame_compile_id")) for r in records if kind in r]
+
+    def graphs(records):
+        return sum("dynamo_output_graph" in r for r in records)
+
     notes = []
     if got["graphs"] != truth["graphs"]:
-        if got["graphs"] == kinds["dynamo_start"]:
+        if got["graphs"] == per_file(lambda records: sum("dynamo_start" in r for r in records)):
             notes.append("graphs is the number of dynamo_start records: one per compile Dynamo started, i.e. per "
                          "compile id, a recompile included, whether or not it produced a graph; the first frame "
                          "here compiled once per k and produced none")
-        elif got["graphs"] == files:
+        elif got["graphs"] == len(files):
             notes.append("graphs is the number of files; a file holds every record of one process")
+        elif got["graphs"] in [graphs(records) for records in files]:
+            notes.append("graphs counts the graphs of one file; the directory holds one file per process, and two "
+                         "processes wrote to it")
+        elif got["graphs"] == len({i for records in files for i in ids(records, "dynamo_output_graph")}):
+            notes.append("graphs counts distinct compile ids across files; each process numbers its frames from 0, "
+                         "so two processes share ids")
     if got["recompiles"] != truth["recompiles"]:
-        if got["recompiles"] == sum(1 for _, again in starts if again and again > 0):
+        if got["recompiles"] == per_file(lambda records: sum(1 for _, again in ids(records, "dynamo_start")
+                                                             if again and again > 0)):
             notes.append("recompiles counts every compile with frame_compile_id above 0, graph or not: the first "
                          "frame here compiled again for each new k and produced no graph")
-        elif got["recompiles"] == len(graphs) - len({frame for frame, _ in graphs}):
+        elif got["recompiles"] == per_file(lambda records: graphs(records) - len(
+                {frame for frame, _ in ids(records, "dynamo_output_graph")})):
             notes.append("recompiles counts the graphs after the first graph of each frame; a frame whose first "
                          "compile produced no graph still makes its next one a recompile ([f/1])")
     return f" ({'; '.join(notes)})" if notes else ""
+
+
+def _write_traces(tmp: pathlib.Path) -> tuple[list, list, list]:
+    """Run the trace processes of ``TRACE_PARITIES``, all at once, and ask each for its count. Returns the
+    directories, per directory its processes' truths, and per directory the records of each of its files (read
+    now, before the answer runs)."""
+    dirs = [tmp / f"trace_{i}" for i in range(len(TRACE_PARITIES))]
+    procs = []
+    try:
+        for parities, trace_dir in zip(TRACE_PARITIES, dirs):
+            trace_dir.mkdir()
+            procs.append([start_trace(parity, trace_dir) for parity in parities])
+        for group in procs:
+            for proc in group:
+                trace_ready(proc)
+        truths = [[finish_trace(proc) for proc in group] for group in procs]
+    finally:
+        for proc in (p for group in procs for p in group):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    if [tuple(t["graphs"] % 2 for t in group) for group in truths] != list(TRACE_PARITIES):  # not the scenario drawn
+        raise RuntimeError(f"the trace processes ran other functions than the check drew ({truths})")
+    files = [[_file_records(path) for path in sorted(d.glob("*.log"))] for d in dirs]
+    if [len(f) for f in files] != [len(p) for p in TRACE_PARITIES]:
+        raise RuntimeError(f"the trace directories hold {[len(f) for f in files]} files, one per process expected")
+    return dirs, truths, files
 
 
 def read_trace(summarize_trace):
@@ -509,25 +556,9 @@ def read_trace(summarize_trace):
         expect_callable("summarize_trace", summarize_trace)
     with tempfile.TemporaryDirectory(prefix="grader-trace-") as tmp:
         tmp = pathlib.Path(tmp)
-        dirs = [tmp / f"trace_{i}" for i in range(2)]
-        procs = []
-        try:
-            for parity, trace_dir in enumerate(dirs):  # graph counts of both parities: no hard-coded answer fits both
-                trace_dir.mkdir()
-                procs.append(start_trace(parity, trace_dir))
-            empty = tmp / "nothing_compiled"
-            empty.mkdir()
-            for proc in procs:
-                trace_ready(proc)
-            truths = [finish_trace(proc) for proc in procs]
-            readings = [(trace_records(d), len(list(d.glob("*.log")))) for d in dirs]  # before the answer runs
-            if [truth["graphs"] % 2 for truth in truths] != list(range(len(dirs))):  # not the scenario drawn
-                raise RuntimeError(f"the trace processes ran other functions than the check drew ({truths})")
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.communicate()
+        empty = tmp / "nothing_compiled"
+        empty.mkdir()
+        dirs, truths, readings = _write_traces(tmp)
         got, *answers = [_summary("summarize_trace(...)", value) for value in
                          host.calls(summarize_trace, [(str(empty),), *((str(d),) for d in dirs)], name="summarize_trace",
                                     keys=("graphs", "recompiles"))]
@@ -536,19 +567,21 @@ def read_trace(summarize_trace):
                f"returned {got}, expected {want}", measured=got, expected=want)
         right = {"graphs": 0, "recompiles": 0}
         wrong = []
-        for (records, files), got, truth in zip(readings, answers, truths):
-            counts = {key: truth[key] for key in right}
+        for files, got, group in zip(readings, answers, truths):
+            counts = {key: sum(truth[key] for truth in group) for key in right}
             for key in right:
                 right[key] += got[key] == counts[key]
             if got != counts:
-                calls = ", ".join(f"k={k}" for k in truth["ks"])
-                wrong.append(f"for the function\n{truth['source']}called with {calls}, the counting backend saw "
-                             f"{counts}; summarize_trace returned {got}{_misreading(got, counts, records, files)}")
+                ran = "; and\n".join(f"{truth['source']}called with {', '.join(f'k={k}' for k in truth['ks'])}"
+                                      for truth in group)
+                wrong.append(f"for {len(group)} processes writing to one directory, running\n{ran}, the counting "
+                             f"backends saw {counts} in all; summarize_trace returned {got}"
+                             f"{_misreading(got, counts, files)}")
     if wrong:
         fraction = sum(0.5 for key in right if right[key] == len(dirs))
         raise CheckFailed("; ".join(wrong), fraction=fraction)
-    return (f"graphs and recompiles right on an empty trace and on the traces of {len(dirs)} functions "
-            "drawn and run in fresh processes")
+    return (f"graphs and recompiles right on an empty trace and on {len(dirs)} trace directories, each written by "
+            f"{len(TRACE_PARITIES[0])} fresh processes running functions drawn for them")
 
 
 # --- 03.which_log -----------------------------------------------------------------------------------
