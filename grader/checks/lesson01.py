@@ -1,13 +1,14 @@
 """Checks for lesson 01: what eager mode costs."""
 from __future__ import annotations
 
+import os
+import pathlib
 import random
-import time
 
 import torch
 
-from .. import probes
-from ..checking import Inconclusive, as_float, as_int, as_tuple, call, expect, expect_callable, expect_prediction
+from .. import host, probes
+from ..checking import CheckFailed, Inconclusive, as_float, as_int, as_tuple, call, expect, expect_callable, expect_prediction
 
 
 def gelu_tanh(x):
@@ -55,31 +56,162 @@ def traffic_model(traffic):
     return "your traffic model matches what eager mode moved on random chains"
 
 
-def _kernel(numel: int, passes: int, stamps: int):
-    """Real elementwise work over ``x`` whose amount the check draws: ``passes`` adds over each chunk of
-    ``x`` into a buffer. Chunks stay below ATen's grain size (one thread per op: no barrier waits on a
-    busy machine) and in cache while they are worked on. Each call writes its own wall time to the pipe
-    ``stamps``, whose read end only the check holds: the kernel carries no number that tells how long
-    it takes, and the check learns how long each of the learner's calls took, under the same load."""
-    import os
-    import struct
+# --- 01.bandwidth ------------------------------------------------------------------------------------
+# fn's work runs in a process of the check's (the kernel process): fn, in the process where the answer runs,
+# asks it for one call through a socket and returns when the call is done. The kernel process times each
+# call with its own clock and tells the check alone (its stdout): the answer times fn's calls from outside,
+# the check reads how long they took inside, and nothing the answer can reach holds that record.
+_CHUNK = 16_384
 
-    chunk = 16_384
-    out = torch.zeros(numel)  # written now: the first call pays no page faults
-    clock, pack, write = time.perf_counter, struct.Struct("d").pack, os.write
 
-    def kernel(x):
-        start = clock()
-        for src, dst in zip(x.split(chunk), out.split(chunk)):
-            for _ in range(passes):
-                torch.add(src, 1.0, out=dst)
-        try:
-            write(stamps, pack(clock() - start))
-        except BlockingIOError:  # the pipe is full (thousands of calls): enough are recorded
-            pass
+def _kernel_program() -> str:
+    """The kernel process (``python -P -c``), argv ``[numel, passes, socket path]``: it sets up x and an output,
+    listens on the socket, prints ``ready``; for each byte a client sends it runs one call (``passes`` adds
+    of x into the output, chunk by chunk: below ATen's grain size, one thread, in cache while worked on),
+    records its wall time and answers one byte. A line on its stdin asks for the record: it prints the
+    times as JSON and exits."""
+    return r"""
+import json
+import os
+import selectors
+import socket
+import sys
+import time
+
+try:  # not dumpable: the answer's process cannot read or write this one's memory (Linux)
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+except Exception:
+    pass
+
+import torch
+
+torch.set_num_threads(1)
+numel, passes, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+chunk = int(sys.argv[4])
+x = torch.randn(numel)
+out = torch.zeros(numel)  # written now: the first call pays no page faults
+pairs = list(zip(x.split(chunk), out.split(chunk)))
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(path)
+listener.listen(8)
+sel = selectors.DefaultSelector()
+sel.register(listener, selectors.EVENT_READ)
+sel.register(sys.stdin, selectors.EVENT_READ)
+seconds = []
+print("ready", flush=True)
+while True:
+    for key, _ in sel.select():
+        if key.fileobj is listener:
+            conn, _ = listener.accept()
+            sel.register(conn, selectors.EVENT_READ)
+        elif key.fileobj is sys.stdin:
+            sys.stdin.readline()
+            print(json.dumps(seconds), flush=True)
+            os._exit(0)
+        else:
+            asked = key.fileobj.recv(4096)
+            if not asked:
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+                continue
+            for _ in asked:
+                start = time.perf_counter()
+                for src, dst in pairs:
+                    for _ in range(passes):
+                        torch.add(src, 1.0, out=dst)
+                seconds.append(time.perf_counter() - start)
+                try:
+                    key.fileobj.sendall(b"d")
+                except OSError:
+                    break
+"""
+
+
+def _fn(path: str, numel: int):
+    """fn as the answer gets it: one call asks the kernel process at ``path`` for one call and waits for it."""
+    import socket
+
+    state = {}
+    out = torch.empty(numel)
+
+    def fn(x):
+        if "sock" not in state:
+            state["sock"] = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            state["sock"].connect(path)
+        state["sock"].sendall(b"g")
+        if state["sock"].recv(1) != b"d":
+            raise RuntimeError("the grader's kernel process ended")
         return out
 
-    return kernel
+    return fn
+
+
+class _Fn:
+    """fn in transit to the answer's process: made there by ``_fn`` when unpickled."""
+
+    def __init__(self, path: str, numel: int):
+        self.path, self.numel = path, numel
+
+    def __reduce__(self):
+        return _fn, (self.path, self.numel)
+
+
+class _Kernel:
+    """A kernel process: fn over an x of a drawn size doing a drawn amount of work."""
+
+    def __init__(self, rng, folder):
+        import subprocess
+        import sys
+
+        self.x = torch.randn(int(2 ** rng.uniform(18, 22)))  # 0.26M .. 4.2M float32 values
+        ops = int(2 ** rng.uniform(12, 15))  # single-threaded adds of 16K values: ~10 .. 250 ms a call
+        passes = max(1, round(ops / -(-self.x.numel() // _CHUNK)))
+        self.path = str(folder / f"k{rng.getrandbits(32):08x}")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-P", "-c", _kernel_program(), str(self.x.numel()), str(passes), self.path, str(_CHUNK)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            start_new_session=True)
+
+    def ready(self, timeout: float = 120) -> None:
+        import selectors
+
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            line = self.proc.stdout.readline() if sel.select(timeout) else ""
+        if line.strip() != "ready":
+            self.end()
+            raise RuntimeError(f"the grader's kernel process did not start (exit status {self.proc.poll()})")
+
+    def seconds(self, timeout: float = 30) -> list[float]:
+        """The wall time of each call the kernel process ran, as its own clock recorded it."""
+        import json
+        import signal
+        import subprocess
+
+        try:
+            os.killpg(self.proc.pid, signal.SIGCONT)  # in case the answer stopped it
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            out, _ = self.proc.communicate("times\n", timeout=timeout)
+            times = json.loads(out.strip().splitlines()[-1])
+            assert type(times) is list and all(type(t) is float for t in times)
+        except (subprocess.TimeoutExpired, ValueError, IndexError, AssertionError):
+            self.end()
+            raise CheckFailed("fn's kernel process was stopped or ended before the check read its clock: "
+                              "bandwidth_gbs should only call fn") from None
+        return times
+
+    def end(self) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.communicate()
 
 
 # A pass is judged only when it can tell the natural misreadings from the truth: fn's recorded calls must be
@@ -105,47 +237,43 @@ def _slow_end(seconds: list[float]) -> float:
     return max(statistics.quantiles(seconds, n=5, method="inclusive")[3], statistics.fmean(seconds))
 
 
-def _bandwidth_pass(bandwidth_gbs, rng) -> tuple[object, list[float], torch.Tensor]:
-    """One pass: fn over an x of a drawn size doing a drawn amount of work; the learner's answer and the
-    wall time of each call of fn, as fn's own clock recorded it."""
-    import os
-    import struct
+def _bandwidth_passes(bandwidth_gbs, rng, n: int) -> list[tuple[object, list[float], torch.Tensor]]:
+    """``n`` passes at once: for each, a kernel process and fn over an x of a drawn size and work; the learner's
+    answer (run in a process of its own, ``grader.host``) and the wall time of each call of fn, as the kernel
+    process's clock recorded it."""
+    import tempfile
 
-    x = torch.randn(int(2 ** rng.uniform(18, 22)))  # 0.26M .. 4.2M float32 values
-    ops = int(2 ** rng.uniform(12, 15))  # single-threaded adds of 16K values: ~10 .. 250 ms a call
-    read_end, write_end = os.pipe()
-    try:
-        os.set_blocking(read_end, False)
-        os.set_blocking(write_end, False)
-        fn = _kernel(x.numel(), max(1, round(ops / -(-x.numel() // 16_384))), write_end)
-        got = call(bandwidth_gbs, fn, x, name="bandwidth_gbs")
-        stamps = b""
-        while True:
-            try:
-                data = os.read(read_end, 1 << 16)
-            except BlockingIOError:
-                break
-            if not data:
-                break
-            stamps += data
-    finally:
-        os.close(read_end)
-        os.close(write_end)
-    return got, [s for (s,) in struct.iter_unpack("d", stamps[: len(stamps) // 8 * 8])], x
+    with tempfile.TemporaryDirectory(prefix="grader-bw-") as folder:
+        kernels = []
+        try:
+            for _ in range(n):
+                kernels.append(_Kernel(rng, pathlib.Path(folder)))
+            for kernel in kernels:
+                kernel.ready()
+            answers = host.calls(bandwidth_gbs, [(_Fn(k.path, k.x.numel()), k.x) for k in kernels], name="bandwidth_gbs")
+            return [(got, kernel.seconds(), kernel.x) for got, kernel in zip(answers, kernels)]
+        finally:
+            for kernel in kernels:
+                kernel.end()
 
 
 def bandwidth(bandwidth_gbs):
-    expect_callable("bandwidth_gbs", bandwidth_gbs)
-    # Real work whose size is drawn now, three times: the length of x (the bytes the answer divides) and
-    # the work per call (the time) independently, so that neither the callable nor a guess gives the answer.
-    # The truth is the wall time of the learner's own calls of fn, recorded by fn itself as they happen:
-    # whatever load the machine is under stretches the learner's stopwatch and the grader's alike.
+    """Real work whose size is drawn now, three times: the length of x (the bytes the answer divides) and the
+    work per call (the time) independently, so that neither fn nor a guess gives the answer. The truth is the
+    wall time of the learner's own calls of fn, recorded as they happen by the kernel process that runs them:
+    whatever load the machine is under stretches the learner's stopwatch and the kernel's clock alike. A pass
+    that cannot be judged is drawn again, with the passes still to judge, in a fresh process each time."""
     import statistics
 
+    if not isinstance(bandwidth_gbs, host.Payload):
+        expect_callable("bandwidth_gbs", bandwidth_gbs)
     rng = random.Random(probes.fresh_generator().initial_seed())
-    for _ in range(3):
-        for _attempt in range(_ATTEMPTS):
-            got, seconds, x = _bandwidth_pass(bandwidth_gbs, rng)
+    attempts = [0, 0, 0]  # per pass still to judge
+    while attempts:
+        results = _bandwidth_passes(bandwidth_gbs, rng, len(attempts))
+        undecided = []
+        for tries, (got, seconds, x) in zip(attempts, results):
+            tries += 1
             got = as_float("bandwidth_gbs(...)", got)  # numpy and 0-d torch numbers read as floats
             expect(
                 bool(seconds),
@@ -162,25 +290,24 @@ def bandwidth(bandwidth_gbs):
             slow = _slow_end(seconds) if decisive else max(seconds)
             low, high = moved / slow / 1e9, moved / min(seconds) / 1e9
             median = moved / middle / 1e9
-            if not decisive and got < 0.75 * low:
+            allowed_by_the_slowest = 0.75 * low > got >= 0.75 * moved / max(seconds) / 1e9
+            if decisive and not allowed_by_the_slowest or not decisive and got >= 0.75 * low:
+                expect(
+                    0.75 * low <= got <= 1.33 * high,
+                    f"for a pass over {x.numel():,} float32 values, your {len(seconds)} call(s) of fn took "
+                    f"{middle * 1e3:.3g} ms (median) as fn's kernel process timed them, so reading and writing "
+                    f"{moved / 1e6:.3g} MB ran at {median:.3g} GB/s; you measured {got:.3g} GB/s",
+                    measured=f"{got:.3g} GB/s",
+                    expected=f"{low:.3g} .. {high:.3g} GB/s (±25%)",
+                )
+            if decisive and not allowed_by_the_slowest:
                 continue
-            if got < 0.75 * low and got >= 0.75 * moved / max(seconds) / 1e9:
-                continue  # what the slowest call allows (a benchmark that timed that one call): drawn again
-            expect(
-                0.75 * low <= got <= 1.33 * high,
-                f"for a pass over {x.numel():,} float32 values, your {len(seconds)} call(s) of fn took "
-                f"{statistics.median(seconds) * 1e3:.3g} ms (median) as fn's own clock recorded them, so reading "
-                f"and writing {moved / 1e6:.3g} MB ran at {median:.3g} GB/s; you measured {got:.3g} GB/s",
-                measured=f"{got:.3g} GB/s",
-                expected=f"{low:.3g} .. {high:.3g} GB/s (±25%)",
-            )
-            if decisive:
-                break
-        else:
-            raise Inconclusive(
-                f"the machine was too busy to judge 01.bandwidth: in {_ATTEMPTS} passes fn's own calls never "
-                f"came within {_AGREE}x of their median, or your measurement matched only the slowest of them "
-                f"(the last: {min(seconds) * 1e3:.3g} .. "
-                f"{max(seconds) * 1e3:.3g} ms, median {middle * 1e3:.3g} ms)"
-            )
-    return "your meter agrees with fn's own clock on three passes of different sizes and speeds"
+            if tries >= _ATTEMPTS:  # what the slowest call allows (a benchmark that timed that one call) or undecided
+                raise Inconclusive(
+                    f"the machine was too busy to judge 01.bandwidth: in {_ATTEMPTS} passes fn's calls never "
+                    f"came within {_AGREE}x of their median, or your measurement matched only the slowest of them "
+                    f"(the last: {min(seconds) * 1e3:.3g} .. {max(seconds) * 1e3:.3g} ms, median {middle * 1e3:.3g} ms)"
+                )
+            undecided.append(tries)
+        attempts = undecided
+    return "your meter agrees with fn's calls, timed where they ran, on three passes of different sizes and speeds"

@@ -10,7 +10,7 @@ concept(
     "torch.export, then ExecuTorch (a .pte run by its small C++ runtime)",
     """ExecuTorch starts from the same `torch.export` program, lowers it to its edge dialect, delegates
     what a backend supports (XNNPACK on mobile CPUs, Core ML, Vulkan, Qualcomm, ...) and writes a `.pte`
-    that a small C++ runtime executes. AOTInductor's `.pt2` needs libtorch, `torch.compile` needs Python,
+    that a small C++ runtime executes. AOTInductor's `.pt2` loads through libtorch by default, `torch.compile` needs Python,
     and ONNX needs an ONNX runtime on the device (possible, but not PyTorch's own on-device path).
     Whatever the target, the model must first be one clean graph with honest dynamic dims.""",
     choices=(
