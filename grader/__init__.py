@@ -16,6 +16,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+# The environment this process started with, before any answer was loaded: the fresh processes a check starts
+# (hosts, trace and kernel processes) start from it, not from os.environ, which a loaded answer can change
+# (a TORCH_* variable that makes torch unpickle a file the answer wrote). Pairs of str: nothing to edit in place.
+STARTED_WITH = tuple(sorted(os.environ.items()))
+
 # Standard library only, up to here and in these two (grader/colab.py runs before the course's packages are there)
 from .claims import claim
 from .result import Result, Status

@@ -250,7 +250,7 @@ def plain(name: str, value: Any) -> Any:
     if kind in (set, frozenset):
         return frozenset(plain(f"an element of {name}", item) for item in
                          (set.__iter__(value) if kind is set else frozenset.__iter__(value)))
-    if kind is dict:
+    if kind in _dict_kinds():
         return {plain(f"a key of {name}", k): plain(f"{name}[{k!r}]", v) for k, v in dict.items(value)}
     raise _refuse(name, "plain data (int, float, bool, str, or a tuple, list, set or dict of them)", value)
 
@@ -343,9 +343,18 @@ def as_tuple(name: str, value: Any, length: int) -> tuple:
     return items
 
 
+def _dict_kinds() -> tuple[type, ...]:
+    """dict and the standard library's dicts (Counter, OrderedDict, defaultdict): read with ``dict.items``, which
+    runs none of their code; a class of the learner's own stays refused."""
+    import collections
+
+    return dict, collections.Counter, collections.OrderedDict, collections.defaultdict
+
+
 def as_dict(name: str, value: Any) -> dict:
-    """An exact dict, shallow-copied (its values still to be converted) with exact str or int keys."""
-    if type(value) is not dict:
+    """An exact dict, shallow-copied (its values still to be converted) with exact str or int keys; a Counter,
+    OrderedDict or defaultdict is read as the dict it holds."""
+    if type(value) not in _dict_kinds():
         raise _refuse(name, "a dict", value)
     return {plain(f"a key of {name}", k): v for k, v in dict.items(value)}
 

@@ -106,14 +106,22 @@ def _saved(answer) -> bytes:
     raise CheckFailed(f"your answer could not be sent to the process that runs it ({data.decode(errors='replace')})"[:300])
 
 
+def started_with(drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment for a fresh process a check starts: this process's as it started (``grader.STARTED_WITH``),
+    before any answer could change ``os.environ``, without the variables whose names start with ``drop``."""
+    from . import STARTED_WITH
+
+    return {k: v for k, v in STARTED_WITH if not (drop and k.startswith(drop))}
+
+
 def _environment() -> dict[str, str]:
-    """This process's environment, with its import path: a function pickled by reference (a module's, not the
-    notebook's) loads in the host from where it loaded here. Not this process's working folder (where ``-m``
-    put it first): other answers can write there, and a ``sitecustomize.py`` in it would run in the host before
-    it gives up its capabilities."""
+    """The environment this process started with, and its import path: a function pickled by reference (a
+    module's, not the notebook's) loads in the host from where it loaded here. Not this process's working
+    folder (where ``-m`` put it first): other answers can write there, and a ``sitecustomize.py`` in it would run
+    in the host before it gives up its capabilities."""
     here = os.path.realpath(os.getcwd())
     paths = [p for p in sys.path if p and os.path.isdir(p) and os.path.realpath(p) != here]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    return {**started_with(), "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[str, ...] | None = None,
@@ -277,8 +285,10 @@ def main() -> int:
         expect_callable(name, fn)
         values = [call_learner(fn, *args, name=name) for args in argument_lists]
         if keys is not None:  # only what the check reads has to be data
-            values = [{k: v for k, v in dict.items(value) if type(k) is str and k in keys} if type(value) is dict
-                      else value for value in values]
+            from .checking import _dict_kinds
+
+            values = [{k: v for k, v in dict.items(value) if type(k) is str and k in keys}
+                      if type(value) in _dict_kinds() else value for value in values]
         reply = ("ok", [plain(f"{name}(...)", value) for value in values])
     except Exception as e:  # besides the check's own, what the value did while it was made data (a RecursionError)
         reply = status_of(e, f"what `{name}` returned could not be read")

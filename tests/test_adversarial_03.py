@@ -234,6 +234,17 @@ def by_regex(trace_dir):  # the raw text, no JSON parsing
     return {"graphs": len(found), "recompiles": sum(int(n) > 0 for n in found)}
 
 
+def as_a_counter(trace_dir):  # found by review: refused as "not plain data" before, 0 points
+    import collections
+
+    counts = collections.Counter(graphs=0, recompiles=0)
+    for record in records(trace_dir):
+        if "dynamo_output_graph" in record:
+            counts["graphs"] += 1
+            counts["recompiles"] += record["frame_compile_id"] > 0
+    return counts
+
+
 def misreading(graphs, recompiles):
     return lambda trace_dir: {"graphs": graphs(trace_dir), "recompiles": recompiles(trace_dir)}
 
@@ -276,10 +287,19 @@ MISREAD_GRAPHS = {  # each gets `recompiles` right: half the points
     "compile ids": per_file(lambda path: len(set(ids_of(path, "dynamo_start")))),
     "frames": per_file(lambda path: len({frame for frame, _ in ids_of(path, "dynamo_start")})),
 }
+def _frames_with_a_graph(path):
+    return {frame for frame, _ in ids_of(path, "dynamo_output_graph")}
+
+
 MISREAD_RECOMPILES = {  # each gets `graphs` right
     "compiles with frame_compile_id > 0": _recompiled_compiles,
     "recompile_reasons artifacts": _artifacts("recompile_reasons"),
     "graphs after the first of each frame": _graphs_after_the_first_of_each_frame,
+    # found by review: each passed when every frame's graphs took consecutive compile ids up to its last
+    "recompiles of frames with a graph": per_file(lambda path: sum(
+        1 for frame, again in ids_of(path, "dynamo_start") if again > 0 and frame in _frames_with_a_graph(path))),
+    "largest compile id with a graph, per frame": per_file(lambda path: sum(
+        max(again for f, again in ids_of(path, "dynamo_output_graph") if f == frame) for frame in _frames_with_a_graph(path))),
 }
 MISREAD_BOTH = {  # a directory read as one process's: no points
     "the first file only": first_file_only,
@@ -323,7 +343,7 @@ def test_drawn_functions_never_have_as_many_graphs_as_frames_or_compiles():
         assert graphs % 2 == seed % 2 and graphs not in (frames, 1) and recompiles > 0, spec
 
 
-@pytest.mark.parametrize("summarize", [solution_summary, compile_ids_with_a_graph, by_regex], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("summarize", [solution_summary, compile_ids_with_a_graph, by_regex, as_a_counter], ids=lambda f: f.__name__)
 def test_read_trace_written_another_way_passes(replay, summarize):
     passes(replay, summarize)
 
@@ -353,7 +373,9 @@ def test_compile_ids_of_two_processes_taken_as_one_set_fail(replay):
 def test_misreadings_are_named_in_the_message(replay):
     fails(replay, misreading(_count("dynamo_start"), _recompiles), says=("number of dynamo_start records", "per compile id"))
     fails(replay, misreading(_graphs, _recompiled_compiles), says=("every compile with frame_compile_id above 0, graph or not",))
-    fails(replay, misreading(_graphs, _graphs_after_the_first_of_each_frame), says=("first compile produced no graph",))
+    fails(replay, misreading(_graphs, _graphs_after_the_first_of_each_frame), says=("first compiles produced no graph",))
+    fails(replay, misreading(_graphs, MISREAD_RECOMPILES["recompiles of frames with a graph"]),
+          says=("recompiles of frames that made a graph",))
 
 
 def test_liars_and_look_alikes_are_refused(replay):
@@ -717,6 +739,71 @@ def test_a_process_another_answer_starts_cannot_plant_the_trace_processes_code(t
     assert trace.status is Status.FAILED, trace
     left = subprocess.run(["pgrep", "-f", "grader-trace-"], capture_output=True, text=True).stdout.split()
     assert not left, left
+
+
+PGO_PAYLOAD = r"""
+import atexit, json, os, sys
+import torch._dynamo.pgo as pgo
+pgo.write_local_impl = lambda *a, **k: None  # keep the planted profile for the next process
+
+
+def leak():
+    seen = getattr(sys.modules["__main__"], "seen", None)
+    if seen is not None and "TORCH_TRACE" in os.environ:
+        with open(os.environ["TORCH_TRACE"] + ".truth.%d.json" % os.getpid(), "w") as f:
+            json.dump({"graphs": len(seen), "recompiles": sum(1 for _, again in seen if again > 0)}, f)
+
+
+atexit.register(leak)
+"""
+
+
+class _PlantedProfile:
+    def __reduce__(self):
+        return eval, ("[exec(%r, {}), __import__('collections').defaultdict(__import__('torch._dynamo.pgo', "
+                      "fromlist=['CodeState']).CodeState)][1]" % PGO_PAYLOAD,)
+
+
+def _plants_a_pgo_profile(cache):
+    """Sets two TORCH_* variables (a job id turns on Dynamo's local profiles) and writes a profile, a pickle,
+    where a fresh process with that environment unpickles it on its first compile."""
+    import os
+    import pickle
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    os.environ["TORCH_COMPILE_JOB_ID"] = "planted"
+    os.makedirs(os.path.join(cache, "dynamo"), exist_ok=True)
+    with open(os.path.join(cache, "dynamo", "code_state_planted_None_.pkl"), "wb") as f:
+        f.write(pickle.dumps(_PlantedProfile()))
+    return "loaded"
+
+
+def reads_the_leaked_counts(trace_dir):
+    """Never opens the trace: adds up the counts the trace processes leaked beside it."""
+    import glob
+
+    total = {"graphs": 0, "recompiles": 0}
+    for path in glob.glob(trace_dir + ".truth.*.json"):
+        with open(path) as f:
+            leaked = json.load(f)
+        for key in total:
+            total[key] += leaked[key]
+    return total
+
+
+def test_an_environment_another_answer_changed_does_not_reach_the_trace_processes(tmp_path):
+    """Found by review (2/2 through the worker before): 03.which_log's answer, unpickled in the worker, set
+    TORCH_COMPILE_JOB_ID and TORCHINDUCTOR_CACHE_DIR (the integrity check watches PYTHON*, LD_* and PATH) and
+    wrote a Dynamo profile there; each trace process inherited the environment, unpickled the profile on its
+    first compile and leaked its counting backend's counts beside the trace. The check's fresh processes now
+    start from the environment the worker started with, and the trace processes read no cache from disk."""
+    import functools
+
+    plant = functools.partial(_plants_a_pgo_profile, str(tmp_path / "planted-cache"))
+    path = _answers_file(tmp_path, which_log={**RIGHT_LOGS, "extra": RunsWhenLoaded(plant)},
+                         summarize_trace=reads_the_leaked_counts)
+    which, trace = check_answers([registry.get("03.which_log"), registry.get("03.read_trace")], path, timeout=300)
+    assert trace.status is Status.FAILED and trace.points == 0, trace
 
 
 HELPER = '''

@@ -171,7 +171,7 @@ class _Kernel:
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-c", _kernel_program(), str(self.x.numel()), str(passes), self.path, str(_CHUNK)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            start_new_session=True)
+            start_new_session=True, env=host.started_with())
 
     def ready(self, timeout: float = 120) -> None:
         import selectors

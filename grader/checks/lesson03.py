@@ -350,14 +350,15 @@ print(json.dumps({"nonce": nonce, "source": spec["source"], "ks": spec["ks"], "e
 
 
 def trace_scenario(gen: torch.Generator, parity: int | None = None) -> dict:
-    """A function of ``(x, k)`` and the 2 or 3 values of ``k`` it is called with (under ``dynamic=False``
-    each new ``k`` recompiles every frame that reads ``k``), drawn so that every reading of a trace other
-    than counting graphs gets another count:
+    """A function of ``(x, k)`` and the 3 values of ``k`` it is called with (under ``dynamic=False`` each new
+    ``k`` recompiles every frame that reads ``k``), drawn so that every reading of a trace other than counting
+    graphs gets another count:
 
     * the first frame reads ``k`` and breaks before any tensor op: it compiles once per ``k`` and never
       makes a graph (a compile, and a recompile, without a graph);
-    * one frame does tensor work only when ``k`` is above the first value: its first compile makes no
-      graph and each recompile makes one (a graph with a recompile id in a frame that had no graph before);
+    * one frame does tensor work only for the last ``k``: its first compile and its first recompile make no
+      graph, its second recompile makes one (a frame's only graph, compile id ``[f/2]``: one recompiled graph
+      in a frame with two recompiles);
     * 1 to 3 more frames, separated by graph breaks, each one graph, some reading ``k`` (recompiled).
 
     ``expected`` holds the graphs and recompiles a counting backend sees; with ``parity`` the graph count
@@ -366,12 +367,12 @@ def trace_scenario(gen: torch.Generator, parity: int | None = None) -> dict:
         return int(torch.randint(n, (1,), generator=gen))
 
     while True:
-        ks = [2 + i for i in range(2 + draw(2))]
+        ks = [2, 3, 4]
         segments = 1 + draw(3)
         uses_k = [bool(draw(2)) for _ in range(segments)]
         if not any(uses_k):
             uses_k[draw(segments)] = True
-        gated_at = draw(segments)  # the frame that works only for k above ks[0] comes before this segment
+        gated_at = draw(segments)  # the frame that works only for the last k comes before this segment
         lines = ["def fn(x, k):",
                  "    if k < 0:  # reads k before any tensor op",
                  "        raise ValueError('k must not be negative')",
@@ -381,23 +382,27 @@ def trace_scenario(gen: torch.Generator, parity: int | None = None) -> dict:
                 lines.append("    torch._dynamo.graph_break()")
             if i == gated_at:
                 op = ("torch.sin", "torch.cos", "torch.tanh")[draw(3)]
-                lines += [f"    if k > {ks[0]}:", f"        x = {op}(x) + 1", "    torch._dynamo.graph_break()"]
+                lines += [f"    if k > {ks[1]}:", f"        x = {op}(x) + 1", "    torch._dynamo.graph_break()"]
             op = ("torch.sin", "torch.cos", "torch.tanh")[draw(3)]
             lines.append(f"    x = {op}(x) * {'k' if reads_k else i + 2}")
         lines.append("    return x")
-        again = len(ks) - 1
-        expected = {"graphs": again + sum(len(ks) if r else 1 for r in uses_k),
-                    "recompiles": again + again * sum(uses_k)}
+        again = len(ks) - 1  # recompiles of a frame that reads k; the gated frame's last one alone makes a graph
+        expected = {"graphs": 1 + sum(len(ks) if r else 1 for r in uses_k),
+                    "recompiles": 1 + again * sum(uses_k)}
         if expected["graphs"] == 2 + segments:  # as many graphs as frames: counting frames would pass
             continue
         if parity is None or expected["graphs"] % 2 == parity:
             return {"source": "\n".join(lines) + "\n", "ks": ks, "expected": expected}
 
 
+_LOG_VARIABLES = ("TORCH_LOGS", "TORCH_TRACE", "TORCH_COMPILE_DEBUG")
+
+
 def _trace_env(trace_dir) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_LOGS", "TORCH_TRACE", "TORCH_COMPILE_DEBUG"))}
-    env["TORCH_TRACE"] = str(trace_dir)
-    return env
+    """The environment the check's process started with (not one an answer changed), with no caches torch
+    reads from disk (a file another answer wrote there, unpickled, would run in the process that measures)."""
+    return {**host.started_with(_LOG_VARIABLES), "TORCH_TRACE": str(trace_dir), "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
+            "TORCHINDUCTOR_CACHE_DIR": str(trace_dir.parent / "inductor-cache")}
 
 
 def start_trace(parity: int, trace_dir):
@@ -517,7 +522,13 @@ def _misreading(got: dict, truth: dict, files: list[list[dict]]) -> str:
         elif got["recompiles"] == per_file(lambda records: graphs(records) - len(
                 {frame for frame, _ in ids(records, "dynamo_output_graph")})):
             notes.append("recompiles counts the graphs after the first graph of each frame; a frame whose first "
-                         "compile produced no graph still makes its next one a recompile ([f/1])")
+                         "compiles produced no graph still makes its graph a recompile ([f/2] here)")
+        elif got["recompiles"] == per_file(lambda records: sum(
+                1 for frame, again in ids(records, "dynamo_start") if again and again > 0
+                and frame in {f for f, _ in ids(records, "dynamo_output_graph")})):
+            notes.append("recompiles counts the recompiles of frames that made a graph (or adds up their largest "
+                         "compile ids), graph or not: one frame here recompiled twice and made a graph only the "
+                         "second time")
     return f" ({'; '.join(notes)})" if notes else ""
 
 
@@ -715,7 +726,7 @@ def which_log(which_log):
                 names[key] = as_str(f"which_log[{key!r}]", value)
             except CheckFailed as e:
                 names[key] = {"refused": e.message}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_LOGS", "TORCH_TRACE", "TORCH_COMPILE_DEBUG"))}
+    env = host.started_with(_LOG_VARIABLES)
     with tempfile.TemporaryDirectory(prefix="grader-which-log-") as tmp:
         run = subprocess.run([sys.executable, "-P", "-c", _which_log_program()], input=json.dumps(names) + "\n", env=env,
                              cwd=tmp, capture_output=True, text=True, timeout=600)
