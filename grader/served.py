@@ -106,9 +106,9 @@ class Served:
                               f"scheduled (its priority, its CPUs or its policy): {self._scheduling} became "
                               f"{_scheduling(self.proc.pid)}")
         tree = self._tree()
-        cpu = _cpu(tree)
+        before = _cpu_each(tree + self._strays())  # a stray the host wakes in its block: its CPU time counts too
+        start = time.perf_counter()  # before the host is woken: it cannot start on the inputs before the clock
         self._set(signal.SIGCONT, tree)
-        start = time.perf_counter()
         try:
             os.write(self._command, b"g" + struct.pack("<I", n))
             data = self._expect(b"o", timeout, "run a block of calls", n * self._out_floats * 4)
@@ -116,7 +116,13 @@ class Served:
         finally:
             tree = self._tree()
             self._set(signal.SIGSTOP, tree)
-        cpu = _cpu(tree) - cpu
+        after = _cpu_each(tree + self._strays())
+        gone = sorted(set(before) - set(after))
+        if gone:
+            raise CheckFailed(f"{len(gone)} process(es) started by the process that runs `{self.name}` ended while "
+                              "a block of its calls was timed: the CPU time they used can no longer be read, and the "
+                              "race is on one thread")
+        cpu = sum(seconds_used - before.get(pid, 0.0) for pid, seconds_used in after.items())
         flat = torch.from_numpy(numpy.frombuffer(data, dtype=numpy.float32).reshape(n, self._out_floats).copy())
         outputs, at = [], 0
         for shape in self.out_shapes:
@@ -141,16 +147,21 @@ class Served:
             except Exception:
                 pass
 
-    def _stop_strays(self) -> None:
-        """Stops every process this one started since the first host, other than the hosts' own trees: what a
-        host's code started and left its session (re-parented here, ``host.contain``)."""
+    def _strays(self) -> list:
+        """Every process this one started since the first host, other than the hosts' own trees: what a host's
+        code started and left its session (re-parented here, ``host.contain``)."""
         known = {p.pid for served in Served._live for p in served._tree()}
-        for p in self._me.children(recursive=True):
-            if p.pid not in self._before and p.pid not in known:
-                try:
-                    p.send_signal(signal.SIGSTOP)
-                except Exception:
-                    pass
+        try:
+            return [p for p in self._me.children(recursive=True) if p.pid not in self._before and p.pid not in known]
+        except psutil.Error:
+            return []
+
+    def _stop_strays(self) -> None:
+        for p in self._strays():
+            try:
+                p.send_signal(signal.SIGSTOP)
+            except Exception:
+                pass
 
     def _expect(self, tag: bytes, timeout: float, doing: str, length: int = 0) -> bytes:
         deadline = (time.monotonic() + timeout, timeout)
@@ -227,16 +238,17 @@ def _scheduling(pid: int) -> tuple:
         return ()
 
 
-def _cpu(tree) -> float:
-    """User and system seconds of these processes, with those of their children they have waited for."""
-    total = 0.0
-    for p in tree:
+def _cpu_each(processes) -> dict:
+    """User and system seconds of each of these processes (by pid), with those of its children it has waited
+    for; one that has ended is left out."""
+    used = {}
+    for p in processes:
         try:
             t = p.cpu_times()
-            total += t.user + t.system + t.children_user + t.children_system
+            used[p.pid] = t.user + t.system + t.children_user + t.children_system
         except Exception:
             pass
-    return total
+    return used
 
 
 class _Sink:

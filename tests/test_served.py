@@ -259,3 +259,123 @@ def test_a_process_whose_main_thread_exited_is_ended_too(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     first, later = json.loads(done.stdout.strip().splitlines()[-1])
     assert int(first) > 0 and first == later, (first, later)
+
+
+# --- found by review: what a callable could do around the check's clock and its count of CPU time ----------
+
+def _woken_file(test_pid: int) -> str:
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"served-woken-{test_pid}")
+
+
+def woken_early():
+    """Starts 100 sleeping children (a tree the check wakes one process at a time) and notes when the host
+    itself was woken (SIGCONT), in a file named after the test's process (the host's parent)."""
+    import signal
+
+    for _ in range(100):
+        subprocess.Popen(["sleep", "600"])
+    path = _woken_file(os.getppid())
+
+    def note(signum, frame):
+        with open(path, "w") as f:
+            f.write(repr(time.perf_counter()))
+
+    signal.signal(signal.SIGCONT, note)
+    return lambda x: (x * 2, x.sum(0))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="stopping processes is Linux's here")
+def test_the_clock_runs_before_the_host_is_woken(monkeypatch):
+    """Passed a plain eager model at 0.3x before: the check woke the host's tree (200 processes, one signal each)
+    and then started its clock, so a host that began on the inputs when woken had a block's head start."""
+    import types
+
+    from grader import served as served_module
+
+    read = []  # every reading of the check's clock, in order
+    clock = types.SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
+    clock.perf_counter = lambda: (read.append(time.perf_counter()), read[-1])[1]
+    monkeypatch.setattr(served_module, "time", clock)
+    path = _woken_file(os.getpid())
+    try:
+        with Served(f"{__name__}.woken_early", name="woken", **SHAPE) as served:
+            for _ in range(3):
+                read.clear()
+                served.block(_inputs(1))
+                woken = float(open(path).read())
+                assert read and read[0] <= woken, (read, woken)
+    finally:
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def banking():
+    """A child that ends, and is reaped by no one (SIGCHLD ignored), in the first timed block: its CPU time
+    would be lost to the count."""
+    import signal
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+
+    def run(x):
+        if not child.stdin.closed:
+            child.stdin.close()
+            deadline = time.monotonic() + 30
+            while os.path.exists(f"/proc/{child.pid}") and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return x * 2, x.sum(0)
+
+    return run
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc's CPU times")
+def test_a_process_that_ends_while_timed_fails_the_block():
+    """Found by review: a child that used CPU time before the block and ended in it, reaped by no one, made the
+    block's count negative (-103 CPU seconds per second), which paid for a second core."""
+    with Served(f"{__name__}.banking", name="banker", **SHAPE) as served:
+        with pytest.raises(CheckFailed, match="ended while a block of its calls was timed"):
+            served.block(_inputs(1))
+
+
+def waking_a_stray():
+    """Starts a spinning process that leaves the host's session (re-parented to the check), and in each call
+    wakes it and waits until it has used 0.3 s more CPU time."""
+    import psutil
+
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        os.write(write, str(os.getpid()).encode().ljust(16))
+        while True:
+            pass
+    os.wait()
+    stray = psutil.Process(int(os.read(read, 16)))
+
+    def run(x):
+        import signal
+
+        stray.send_signal(signal.SIGCONT)
+        target, deadline = sum(stray.cpu_times()[:2]) + 0.3, time.monotonic() + 60
+        while sum(stray.cpu_times()[:2]) < target and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return x * 2, x.sum(0)
+
+    return run
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc's CPU times and a child subreaper")
+def test_a_process_that_left_the_host_counts_in_its_blocks():
+    """Found by review: a process the host started that left its session (so its tree) was stopped between
+    blocks, but the host could wake it in its own and its CPU time was not counted: a second core."""
+    script = (f"import sys\nsys.path.insert(0, {os.path.dirname(__file__)!r})\nfrom grader import host\n"
+              "from grader.served import Served\nfrom test_served import SHAPE, _inputs\n"
+              "host.contain()  # as the check worker does: the stray comes here\n"
+              "with Served('test_served.waking_a_stray', name='stray', **SHAPE) as served:\n"
+              "    print(served.block(_inputs(1))[2])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.strip().splitlines()[-1]) >= 0.3, done.stdout
