@@ -424,19 +424,69 @@ def test_bandwidth_reads_a_numpy_or_torch_number_and_refuses_a_lying_float():
     assert liar.status is Status.NOT_UNDERSTOOD and liar.points == 0 and "LiarFloat" in liar.message, liar
 
 
+def _scripted_passes(monkeypatch, answer, calls):
+    """01.bandwidth with every pass's answer and (wall, CPU) seconds of fn's calls given."""
+    from grader.checks import lesson01
+
+    x = torch.zeros(808_873)
+    monkeypatch.setattr(lesson01, "_bandwidth_passes", lambda meter, rng, n: [(answer, calls, x)] * n)
+    return 2 * x.numel() * x.element_size()
+
+
 def test_bandwidth_never_fails_a_benchmark_that_timed_the_one_slow_call(monkeypatch):
     """Seen in a clean-clone run with two CPU hogs: six calls of fn took 459 ms, one 735 ms, and the honest
     meter's benchmark had timed that one (0.0088 GB/s against 0.0141): refused, 0 points. Such a pass is drawn
     again (and stays unjudged if every pass is like it); a half meter on the same calls is never passed (here
-    unjudged too: a call 1.6x slower than the others allows it), and a third of a meter fails."""
-    from grader.checks import lesson01
+    unjudged too: a call 1.6x slower than the others allows it), and a third of a meter fails. With the slow
+    call at 640 ms the meter that timed it passes and the half meter fails."""
+    for slow, cases in ((0.735, ((1, Status.ERROR), (2, Status.ERROR), (3, Status.FAILED))),
+                        (0.640, ((1, Status.PASSED), (2, Status.FAILED), (3, Status.FAILED)))):
+        calls = [(0.459, 0.459)] * 6 + [(slow, slow)]
+        for divide, expected in cases:
+            moved = _scripted_passes(monkeypatch, None, calls)
+            answer = moved / (slow if divide == 1 else 0.459 * divide) / 1e9
+            _scripted_passes(monkeypatch, answer, calls)
+            result = grader.check("01.bandwidth", lambda fn, x: 0.0)
+            assert result.status is expected, (slow, divide, result)
+            assert expected is not Status.ERROR or _inconclusive(result), result
 
-    x = torch.zeros(808_873)
-    seconds = [0.459] * 6 + [0.735]
-    moved = 2 * x.numel() * x.element_size()
-    for answer, expected in ((moved / 0.735 / 1e9, Status.ERROR), (moved / 0.459 / 2e9, Status.ERROR),
-                             (moved / 0.459 / 3e9, Status.FAILED)):
-        monkeypatch.setattr(lesson01, "_bandwidth_passes", lambda meter, rng, n, answer=answer: [(answer, seconds, x)] * n)
+
+def test_bandwidth_judges_no_spread_that_would_let_a_meter_off_by_2x_in(monkeypatch):
+    """Found by review: calls spread up to 1.96x counted as agreeing, so half of the best call (the write
+    forgotten) passed, and an answer could widen the spread itself with processes of its own."""
+    calls = [(0.100, 0.100)] * 3 + [(0.135, 0.135)] * 4 + [(0.185, 0.185)] * 3
+    moved = _scripted_passes(monkeypatch, None, calls)
+    for answer in (moved / 0.100 / 2e9, moved / 0.185 * 2 / 1e9):
+        _scripted_passes(monkeypatch, answer, calls)
         result = grader.check("01.bandwidth", lambda fn, x: 0.0)
-        assert result.status is expected and result.points == 0, result
-        assert expected is Status.FAILED or _inconclusive(result), result
+        assert result.points == 0 and (result.status is Status.FAILED or _inconclusive(result)), result
+
+
+def stops_the_kernel_process_01(fn, x):
+    """Found by review: never calls fn nor reads a clock; asks the kernel process for one call through the
+    socket in fn's closure, stops that process for 3 s in the call and answers for 3.1 s (passed 2/2,
+    sandboxed too). A call that spent its time off the CPU is not judged now."""
+    import os
+    import signal
+    import socket
+    import struct
+
+    cells = dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+    if not isinstance(cells.get("path"), str):
+        return 1.0
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(cells["path"])
+    pid = struct.unpack("3i", s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+    s.sendall(b"g")
+    time.sleep(0.003)
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(3.0)
+    os.kill(pid, signal.SIGCONT)
+    s.recv(1)
+    s.close()
+    return 2 * x.numel() * x.element_size() / 3.1 / 1e9
+
+
+def test_bandwidth_does_not_judge_calls_an_answer_stopped():
+    result = grader.check("01.bandwidth", stops_the_kernel_process_01)
+    assert not result.passed and result.points == 0, result

@@ -68,7 +68,7 @@ def _kernel_program() -> str:
     """The kernel process (``python -P -c``), argv ``[numel, passes, socket path]``: it sets up x and an output,
     listens on the socket, prints ``ready``; for each byte a client sends it runs one call (``passes`` adds
     of x into the output, chunk by chunk: below ATen's grain size, one thread, in cache while worked on),
-    records its wall time and answers one byte. A line on its stdin asks for the record: it prints the
+    records its wall and CPU time and answers one byte. A line on its stdin asks for the record: it prints the
     times as JSON and exits."""
     return r"""
 import json
@@ -116,11 +116,11 @@ while True:
                 key.fileobj.close()
                 continue
             for _ in asked:
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.thread_time()
                 for src, dst in pairs:
                     for _ in range(passes):
                         torch.add(src, 1.0, out=dst)
-                seconds.append(time.perf_counter() - start)
+                seconds.append([time.perf_counter() - start, time.thread_time() - cpu])
                 try:
                     key.fileobj.sendall(b"d")
                 except OSError:
@@ -183,8 +183,8 @@ class _Kernel:
             self.end()
             raise RuntimeError(f"the grader's kernel process did not start (exit status {self.proc.poll()})")
 
-    def seconds(self, timeout: float = 30) -> list[float]:
-        """The wall time of each call the kernel process ran, as its own clock recorded it."""
+    def seconds(self, timeout: float = 30) -> list[tuple[float, float]]:
+        """The wall and CPU time of each call the kernel process ran, as its own clocks recorded them."""
         import json
         import signal
         import subprocess
@@ -195,8 +195,8 @@ class _Kernel:
             pass
         try:
             out, _ = self.proc.communicate("times\n", timeout=timeout)
-            times = json.loads(out.strip().splitlines()[-1])
-            assert type(times) is list and all(type(t) is float for t in times)
+            times = [tuple(pair) for pair in json.loads(out.strip().splitlines()[-1])]
+            assert all(len(pair) == 2 and all(type(t) is float for t in pair) for pair in times)
         except (subprocess.TimeoutExpired, ValueError, IndexError, AssertionError):
             self.end()
             raise CheckFailed("fn's kernel process was stopped or ended before the check read its clock: "
@@ -226,6 +226,8 @@ class _Kernel:
 # machine also stretches the time between fn's calls, which fn's clock does not see), and one that no pass
 # could judge is left unjudged (Inconclusive), never passed.
 _AGREE = 1.4
+_SPREAD = 1.45  # the slow end at most this much above the fastest call: half of the best and twice the slowest fall out
+_RAN, _RAN_SLACK = 1.15, 0.002  # a call ran when its wall time is at most this much above its CPU time (+ 2 ms)
 _ATTEMPTS = 5
 
 
@@ -281,20 +283,27 @@ def bandwidth(bandwidth_gbs):
                 measured="no call of fn", expected="a measurement of fn(x)",
             )
             moved = 2 * x.numel() * x.element_size()
-            middle = statistics.median(seconds)
-            decisive = _slow_end(seconds) <= _AGREE * middle and middle <= _AGREE * min(seconds)
+            walls = [wall for wall, _ in seconds]
+            # A call that spent its time off the CPU (stopped, or waiting for one) says nothing of fn's speed:
+            # judged on the calls that ran, when they are most of them, and never on a spread that would let
+            # a meter off by 2x in.
+            ran = [wall for wall, cpu in seconds if wall <= _RAN * cpu + _RAN_SLACK]
+            judged = ran if len(ran) >= 0.8 * len(walls) else []
+            middle = statistics.median(judged or walls)
+            decisive = bool(judged) and (_slow_end(judged) <= _AGREE * middle and middle <= _AGREE * min(judged)
+                                         and _slow_end(judged) <= _SPREAD * min(judged))
             # Any honest statistic of those calls, or of some of them (the timed ones after a warm-up, a
             # single call), lies between the slowest and the fastest call: the best, a median, a mean. On a
             # decisive pass the slow end stands for the slowest, so that a meter off by 2x cannot hide
             # behind one disturbed call.
-            slow = _slow_end(seconds) if decisive else max(seconds)
-            low, high = moved / slow / 1e9, moved / min(seconds) / 1e9
+            slow = _slow_end(judged) if decisive else max(walls)
+            low, high = moved / slow / 1e9, moved / min(walls) / 1e9
             median = moved / middle / 1e9
-            allowed_by_the_slowest = 0.75 * low > got >= 0.75 * moved / max(seconds) / 1e9
+            allowed_by_the_slowest = 0.75 * low > got >= 0.75 * moved / max(walls) / 1e9
             if decisive and not allowed_by_the_slowest or not decisive and got >= 0.75 * low:
                 expect(
                     0.75 * low <= got <= 1.33 * high,
-                    f"for a pass over {x.numel():,} float32 values, your {len(seconds)} call(s) of fn took "
+                    f"for a pass over {x.numel():,} float32 values, your {len(walls)} call(s) of fn took "
                     f"{middle * 1e3:.3g} ms (median) as fn's kernel process timed them, so reading and writing "
                     f"{moved / 1e6:.3g} MB ran at {median:.3g} GB/s; you measured {got:.3g} GB/s",
                     measured=f"{got:.3g} GB/s",
@@ -306,7 +315,8 @@ def bandwidth(bandwidth_gbs):
                 raise Inconclusive(
                     f"the machine was too busy to judge 01.bandwidth: in {_ATTEMPTS} passes fn's calls never "
                     f"came within {_AGREE}x of their median, or your measurement matched only the slowest of them "
-                    f"(the last: {min(seconds) * 1e3:.3g} .. {max(seconds) * 1e3:.3g} ms, median {middle * 1e3:.3g} ms)"
+                    f"(the last: {min(walls) * 1e3:.3g} .. {max(walls) * 1e3:.3g} ms, median {middle * 1e3:.3g} ms; "
+                    f"{len(walls) - len(ran)} of them spent over {_RAN - 1:.0%} of their time off the CPU)"
                 )
             undecided.append(tries)
         attempts = undecided
