@@ -114,6 +114,27 @@ def started_with(drop: tuple[str, ...] = ()) -> dict[str, str]:
     return {k: v for k, v in STARTED_WITH if not (drop and k.startswith(drop))}
 
 
+# The first lines of a fresh interpreter's program (``python -P -c``) that measures for a check: not dumpable,
+# so that the answer's process (same user) cannot read or write its memory through /proc or ptrace (Linux).
+UNDUMPABLE = """
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+except Exception:
+    pass
+"""
+
+
+def ready(proc, timeout: float) -> bool:
+    """Whether a process a check started prints ``ready`` as its first line on stdout within ``timeout`` seconds."""
+    import selectors
+
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        line = proc.stdout.readline() if sel.select(timeout) else ""
+    return line.strip() == "ready"
+
+
 def _environment() -> dict[str, str]:
     """The environment this process started with, and its import path: a function pickled by reference (a
     module's, not the notebook's) loads in the host from where it loaded here. Not this process's working

@@ -77,13 +77,7 @@ import selectors
 import socket
 import sys
 import time
-
-try:  # not dumpable: the answer's process cannot read or write this one's memory (Linux)
-    import ctypes
-    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
-except Exception:
-    pass
-
+""" + host.UNDUMPABLE + r"""
 import torch
 
 torch.set_num_threads(1)
@@ -174,12 +168,7 @@ class _Kernel:
             start_new_session=True, env=host.started_with())
 
     def ready(self, timeout: float = 120) -> None:
-        import selectors
-
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            line = self.proc.stdout.readline() if sel.select(timeout) else ""
-        if line.strip() != "ready":
+        if not host.ready(self.proc, timeout):
             self.end()
             raise RuntimeError(f"the grader's kernel process did not start (exit status {self.proc.poll()})")
 
