@@ -146,13 +146,17 @@ def _environment() -> dict[str, str]:
 
 
 def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[str, ...] | None = None,
-          timeout: float = TIMEOUT) -> list:
+          driver: str | None = None, timeout: float = TIMEOUT) -> list:
     """``answer(*args)`` for each ``args`` of ``argument_lists``, in order, in one host; returns their values as
     exact built-in data (with ``keys``, a dict value keeps only those keys: what the check reads). The learner's
     exceptions become a CheckFailed (NotAttempted for the starter stub), as ``checking.call`` words them, and end
     the calls; a value that is not plain data, a host that dies, sends no well-formed reply or does not exit
     within ``timeout`` seconds, a CheckFailed too. The reply is the answer's own data, as untrusted as the answer:
-    it is read as data only, and converted again here. The host and whatever it starts end with the call."""
+    it is read as data only, and converted again here. The host and whatever it starts end with the call.
+
+    ``driver`` ("module:function", grader code) is called instead, as ``driver(answer, *args)``: it uses an
+    answer that is not the function called (a backend, a class) as the check would, and returns what it saw as
+    data. It runs in the host, beside the answer: what it returns is as untrusted as the answer's own values."""
     import signal
     import tempfile
 
@@ -161,7 +165,7 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
 
     import psutil
 
-    job = pickle.dumps((name, _saved(answer), [tuple(args) for args in argument_lists], keys))
+    job = pickle.dumps((name, _saved(answer), [tuple(args) for args in argument_lists], keys, driver))
     me = psutil.Process()
     before = {child.pid for child in me.children(recursive=True)}
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
@@ -286,12 +290,12 @@ MARK = b"\x00grader-host-reply\x00"
 
 
 def main() -> int:
-    """The host: stdin holds ``(name, saved answer, argument lists, keys)``; the reply, ``MARK`` then the JSON of
+    """The host: stdin holds ``(name, saved answer, argument lists, keys, driver)``; the reply, ``MARK`` then the JSON of
     ``["ok", values]`` or ``[status, message]`` (a status of ``_FAILURES``), goes to the original stdout. What the
     learner's code prints goes to stderr."""
     import json
 
-    name, saved, argument_lists, keys = pickle.loads(sys.stdin.buffer.read())
+    name, saved, argument_lists, keys, driver = pickle.loads(sys.stdin.buffer.read())
     _drop_capabilities()
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -299,12 +303,20 @@ def main() -> int:
     from .checking import call as call_learner, expect_callable, plain
 
     try:
+        if driver is not None:  # imported before the answer is loaded
+            import importlib
+
+            module, _, attribute = driver.partition(":")
+            drive = getattr(importlib.import_module(module), attribute)
         try:
             fn = pickle.loads(saved)
         except Exception as e:
             raise Unloadable(f"`{name}` could not be loaded for grading ({type(e).__name__}: {e})"[:300]) from None
         expect_callable(name, fn)
-        values = [call_learner(fn, *args, name=name) for args in argument_lists]
+        if driver is not None:
+            values = [drive(fn, *args) for args in argument_lists]
+        else:
+            values = [call_learner(fn, *args, name=name) for args in argument_lists]
         if keys is not None:  # only what the check reads has to be data
             from .checking import _dict_kinds
 

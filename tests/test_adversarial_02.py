@@ -50,6 +50,13 @@ fusion on and off, measured by the check):
 - code run when the answers are unpickled: an int whose unpickling replaces the check's measurement fails
   through the real worker (the grader's functions are watched there; no defect found in this check).
 
+02.counting_backend (a backend class counting graphs and FX ops; the check compiles two functions of its own with
+it): right, written differently: the GraphModule returned instead of `gm.forward`, ops counted as every node but
+placeholders and the output (pass). Misreadings: every node counted, `call_method` left out (fail). Cheat (issue 37
+§1): a backend that counted nothing and copied the counts of the check's own counting backend out of the frames
+above it passed (defect). Fixed at the root: the truth is measured first, where no answer runs, and the learner's
+class runs in a host (grader.host, with a driver of the check's) that sends back only the counts, as numbers.
+
 The cheats that run code when they are unpickled go through the real check worker (tests/test_pipeline.py's
 answers_file + grader.pipeline.check_answers).
 """
@@ -459,3 +466,67 @@ def test_counts_of_the_graders_own_functions_ignore_a_skip_marker_on_their_code(
     finally:
         for code in codes:
             set_code_exec_strategy(code, FrameExecStrategy(FrameAction.DEFAULT, FrameAction.DEFAULT))
+
+
+# --- 02.counting_backend ---------------------------------------------------------------------------
+# The learner's class runs in a process of its own (grader.host); the check measured the truth before, where no
+# answer runs, and reads only the counts that come back, as numbers.
+
+class SolutionCounter:  # solutions/02_torch_compile.ipynb
+    def __init__(self):
+        self.graphs = 0
+        self.ops = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        self.ops += sum(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes)
+        return gm.forward
+
+
+class CountsEverythingButTheEnds(SolutionCounter):  # right, written differently: returns the GraphModule itself
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        self.ops += len([n for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr")])
+        return gm
+
+
+class CountsEveryNode(SolutionCounter):  # a misreading: placeholders and the output counted as ops
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        self.ops += len(gm.graph.nodes)
+        return gm.forward
+
+
+class CountsCallFunctionOnly(SolutionCounter):  # a misreading: the method calls (x.mean(...)) left out
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        self.ops += sum(n.op == "call_function" for n in gm.graph.nodes)
+        return gm.forward
+
+
+class ReadsTheChecksCounts(SolutionCounter):
+    """A cheat: it counts nothing and copies the counts of the grader's own counting backend, found in the frames
+    above the call (the check measured the truth in its own process, with the answer's backend one frame away)."""
+
+    def __call__(self, gm, example_inputs):
+        frame = sys._getframe(1)
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if isinstance(value, probes.CountingBackend) and value.compiles:
+                    self.graphs, self.ops = value.compiles, value.ops
+                    return gm.forward
+            frame = frame.f_back
+        return gm.forward
+
+
+@pytest.mark.parametrize("answer", [SolutionCounter, CountsEverythingButTheEnds], ids=lambda c: c.__name__)
+def test_counting_backend_passes_backends_written_differently(answer):
+    passes("02.counting_backend", answer)
+
+
+@pytest.mark.parametrize("answer", [CountsEveryNode, CountsCallFunctionOnly, ReadsTheChecksCounts],
+                         ids=lambda c: c.__name__)
+def test_counting_backend_fails_misreadings_and_a_backend_that_reads_the_checks_counts(answer):
+    """ReadsTheChecksCounts passed before (issue 37 §1): the check counted with a backend of its own in the
+    process where the answer's backend ran."""
+    fails("02.counting_backend", answer, says=("your backend counted",))
