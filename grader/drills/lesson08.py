@@ -64,8 +64,9 @@ concept(
     "Which of these spends a tuning budget: a search that times candidate kernels or schedules while compiling?",
     "both: torch.compile's max-autotune and TVM's MetaSchedule",
     """`mode="max-autotune"` (the `max_autotune` option, which AOTInductor takes through `inductor_configs`
-    too) makes Inductor time its own matmul kernels (templates) against the library's while compiling,
-    where a template applies, and keep the fastest (lesson 02): minutes of compile time bought for steady-state speed. TVM's MetaSchedule
+    too) makes Inductor time its own kernel templates against the library's while compiling (matmuls;
+    on a GPU convolutions too, and more Triton configurations for its other kernels) and keep the fastest
+    (lesson 02): minutes of compile time bought for steady-state speed. TVM's MetaSchedule
     searches schedules per task within a trial budget (lesson 07). Lesson 08 races both untuned (default
     torch.compile, TVM's default schedules), so its table says nothing about what tuning would buy on your
     model: race the tuned build before deciding.""",
