@@ -497,12 +497,13 @@ def _misreading(got: dict, truth: dict, files: list[list[dict]]) -> str:
                          "here compiled once per k and produced none")
         elif got["graphs"] == len(files):
             notes.append("graphs is the number of files; a file holds every record of one process")
-        elif got["graphs"] in [graphs(records) for records in files]:
-            notes.append("graphs counts the graphs of one file; the directory holds one file per process, and two "
-                         "processes wrote to it")
-        elif got["graphs"] == len({i for records in files for i in ids(records, "dynamo_output_graph")}):
-            notes.append("graphs counts distinct compile ids across files; each process numbers its frames from 0, "
-                         "so two processes share ids")
+        else:  # where two processes drew the same function, both readings below give the same number: both named
+            if got["graphs"] in [graphs(records) for records in files]:
+                notes.append("graphs counts the graphs of one file; the directory holds one file per process, and two "
+                             "processes wrote to it")
+            if got["graphs"] == len({i for records in files for i in ids(records, "dynamo_output_graph")}):
+                notes.append("graphs counts distinct compile ids across files; each process numbers its frames from 0, "
+                             "so two processes share ids")
     if got["recompiles"] != truth["recompiles"]:
         if got["recompiles"] == per_file(lambda records: sum(1 for _, again in ids(records, "dynamo_start")
                                                              if again and again > 0)):
