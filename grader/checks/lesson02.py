@@ -44,7 +44,7 @@ def _no_breaks(x):
     return torch.nn.functional.gelu(x @ x.T).mean(dim=0)
 
 
-_COUNTED = {"_with_breaks": _with_breaks, "_no_breaks": _no_breaks}
+_COUNTED = {"_with_breaks": (_with_breaks, (5,)), "_no_breaks": (_no_breaks, (4, 3))}  # name -> (function, input shape)
 
 
 def count_with(GraphCounter, fn_name: str, x: torch.Tensor) -> dict:
@@ -53,7 +53,7 @@ def count_with(GraphCounter, fn_name: str, x: torch.Tensor) -> dict:
     from ..checking import plain
 
     counter = call(GraphCounter, name="GraphCounter()")
-    fn = _COUNTED[fn_name]
+    fn = _COUNTED[fn_name][0]
     torch._dynamo.reset()
     out = call(torch.compile(probes.fresh(fn), backend=counter), x, name="a function compiled with your backend")
     return {"out": torch.Tensor.tolist(out) if type(out) is torch.Tensor else None,
@@ -67,7 +67,7 @@ def counting_backend(GraphCounter):
 
     if not isinstance(GraphCounter, host.Payload):
         expect_callable("GraphCounter", GraphCounter)
-    cases = [(fn, torch.randn(5)) if fn is _with_breaks else (fn, torch.randn(4, 3)) for fn in _COUNTED.values()]
+    cases = [(fn, torch.randn(shape)) for fn, shape in _COUNTED.values()]
     truths = [(probes.graph_breaks(fn, x), probes.count_compiles(fn, [(x,)]).ops) for fn, x in cases]
     seen = host.calls(GraphCounter, [(fn.__name__, x) for fn, x in cases], name="GraphCounter",
                       driver="grader.checks.lesson02:count_with")
