@@ -35,6 +35,7 @@ class Exercise:
     hint: str
     requires: tuple[str, ...] = ()  # optional modules the check needs (grader.optional): skipped without them
     host: bool = False  # the check runs the answer in a process of its own (grader.host): never loaded in the worker
+    timed: bool = False  # the verdict rests on timings: a machine too busy to judge leaves it unjudged (Inconclusive)
 
     @property
     def lesson(self) -> str:
@@ -72,6 +73,7 @@ def load() -> tuple[dict[str, Lesson], dict[str, Exercise]]:
             hint=raw["hint"].strip(),
             requires=tuple(raw.get("requires", ())),
             host=bool(raw.get("host", False)),
+            timed=bool(raw.get("timed", False)),
         )
         if not ID_PATTERN.match(ex.id):
             raise RegistryError(f"exercise id {ex.id!r} is not of the form NN.slug")
