@@ -113,13 +113,26 @@ def static_shapes(model, backend):
     return model
 
 
+def dynamic_shapes(model, backend):  # its graphs take the batch as a size and LayerNorm's eps as a float64 tensor
+    for block in model.blocks:
+        block.compile(backend=backend, dynamic=True)
+    return model
+
+
+def copied(model, backend):  # a copy of the model compiled: its weights are matched by value, not identity
+    mine = copy.deepcopy(model)
+    for block in mine.blocks:
+        block.compile(backend=backend)
+    return mine
+
+
 def wrapped(model, backend):
     for block in model.blocks:
         block.compile(backend=backend)
     return lambda x: model(x).detach()
 
 
-@pytest.mark.parametrize("answer", [solution_regional, put_back, compiled_forward, static_shapes, wrapped],
+@pytest.mark.parametrize("answer", [solution_regional, put_back, compiled_forward, static_shapes, dynamic_shapes, copied, wrapped],
                          ids=lambda f: f.__name__)
 def test_regional_compile_passes_answers_written_differently(answer):
     passes(REGIONAL, answer)
@@ -243,7 +256,30 @@ def agreeable(model, backend):  # the compiled blocks' own output, handed back a
     return lambda x: model(x).as_subclass(AgreeableTensor)
 
 
+def forged_executions(model, backend):  # issue 37 §1: eager blocks answer, and the answer writes their records
+    """Passed before: the backend handed to the answer kept its list of executions, and the answer appended a
+    record per eager block (in the form an honest execution showed it), chained as compiled blocks would be."""
+    eager = copy.deepcopy(model)
+    solution_regional(model, backend)
+    shown = backend.seen = []
+    with torch.no_grad():
+        model(torch.randn(16, 16))  # compiles the block graph once, and shows what a record holds
+    backend.seen = None
+
+    def forward(x):
+        for block in eager.blocks:
+            y = block(x)
+            record = list(shown[0])
+            record[-3:] = [(x,), (y,), (y.clone(),)]  # (inputs, outputs, copies) end every record
+            backend.seen.append(tuple(record))
+            x = y
+        return x
+
+    return forward
+
+
 @pytest.mark.parametrize("answer, says", [
+    (forged_executions, "ran with 1 inputs"),
     (agreeable, "plain torch.Tensor"),
     (eager_copy, "not the output of the last"),
     (own_forward, "not the output of the last"),
@@ -267,7 +303,8 @@ def test_the_witness_backend_counts_as_the_counting_backend_does():
     finally:
         torch._dynamo.reset()
     assert isinstance(backend, probes.CountingBackend) and backend.compiles == 1 and backend.executions == 3
-    assert len(seen) == 3 and seen[-1][1][0] is out and torch.equal(seen[-1][2][0], out)
+    assert len(seen) == 3 and [index for index, *_ in seen] == [0, 0, 0]
+    assert seen[-1][2][0] is out and torch.equal(seen[-1][3][0], out)
 
 
 # --- 02.mega_cache -----------------------------------------------------------------------------------

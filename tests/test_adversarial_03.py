@@ -52,6 +52,7 @@ import inspect
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -368,6 +369,18 @@ def test_a_directory_read_as_one_process_fails():
 
 def test_compile_ids_of_two_processes_taken_as_one_set_fail(replay):
     fails(replay, compile_ids_across_files, says=("each process numbers its frames from 0",))
+
+
+def test_where_both_processes_drew_one_function_both_misreadings_are_named(drawn, monkeypatch, tmp_path):
+    """Two processes of a directory that drew the same function write the same records: one file's graphs and
+    the distinct compile ids across files are then one number, and the message names both readings (it named
+    only the first, and the clean-clone run of 2a39658 failed on such a draw)."""
+    (first, path), _, *rest = drawn["processes"]
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    replay_traces(monkeypatch, [(first, path), (first, shutil.copy(path, twin / f"twin_{path.name}")), *rest])
+    for misread in (first_file_only, compile_ids_across_files):
+        fails("03.read_trace", misread, says=("one file per process", "each process numbers its frames from 0"))
 
 
 def test_misreadings_are_named_in_the_message(replay):

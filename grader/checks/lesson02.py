@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import probes
+from .. import graph_data, probes
 from ..checking import CheckFailed, NotUnderstood, as_int, as_ints, as_str, call, expect, expect_close, expect_callable, expect_prediction, expect_type
 
 # The call sequence of exercise 02.predict_compiles: (shape, dtype) of the one argument, in order.
@@ -159,29 +159,36 @@ class BlockStack(torch.nn.Module):
         return x
 
 
-def _block_ops(width: int) -> dict[str, int]:
-    """The tensor ops (name -> count) of the graph Dynamo captures for one Block, measured here."""
+def _block_captures(width: int) -> tuple:
+    """The graphs Dynamo captures for one Block, measured here: at static shapes, then with a dynamic batch
+    (which adds a size input and reads LayerNorm's eps from a tensor). Returns the ops of the static graph
+    (name -> count) and what the graphs call: the targets a replayed graph may call (``graph_data.allowed``)."""
     block = probes.seeded(lambda: Block(width))
+    graphs = []
     with torch.no_grad():
-        return dict(probes.count_compiles(block, [(torch.randn(3, width),)]).op_names())
+        for dynamic in (False, True):
+            graphs += probes.count_compiles(block, [(torch.randn(3, width),)], dynamic=dynamic).graphs
+    names = graph_data.op_names(graph_data.describe(graphs[0]))
+    return dict(names), graph_data.allowed(graphs)
 
 
 class _Witness(probes.CountingBackend):
-    """The counting backend 02.regional_compile hands out. While ``seen`` is a list, each execution of a
-    compiled graph appends ``(inputs, outputs, copies)``: what went in, the tensors that came out, and a copy
-    of them taken as they left the graph (so a later in-place write cannot change what the graph computed)."""
+    """The counting backend 02.regional_compile hands out, in the host. While ``seen`` is a list, each execution
+    of a compiled graph appends ``(graph index, inputs, outputs, copies)``: what went in, the tensors that came
+    out, and a copy of them taken as they left the graph (a later in-place write cannot change what it computed)."""
 
     seen: list | None = None
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list):
+        index = len(self.graphs)
         run = super().__call__(gm, example_inputs)
 
         def witnessed(*args):
             out = run(*args)
             if self.seen is not None:
                 outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-                self.seen.append((args, outs, tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t
-                                                    for t in outs)))
+                self.seen.append((index, args, outs, tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t
+                                                           for t in outs)))
             return out
 
         return witnessed
@@ -197,8 +204,8 @@ def _links(x: torch.Tensor, got, seen: list) -> str | None:
     (``seen``, in order) feeding one another, or None when it was: the first graph was given ``x`` (or its
     values), each next one the tensor the one before returned, and ``got`` is the last graph's output,
     unchanged since it left the graph."""
-    current, first = x, True
-    for number, (args, outs, copies) in enumerate(seen, 1):
+    current, first, copy_ = x, True, None
+    for number, (_, args, outs, copies) in enumerate(seen, 1):
         if not any(a is current or _same_values(a, current) for a in args):
             return (f"the {_ordinal(number)} compiled graph of the forward was not given "
                     + ("the forward's input" if first else "what the graph before it returned"))
@@ -219,96 +226,167 @@ def _ordinal(n: int) -> str:
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
 
 
-def regional_compile(compile_regionally):
-    expect_callable("compile_regionally", compile_regionally)
-    import copy
+def regional_in_host(compile_regionally, n_blocks: int, width: int, state: dict, xs: list) -> dict:
+    """In the host (``host.calls``' driver): a BlockStack with the check's weights, given to the answer with a
+    ``_Witness`` backend, then a forward per input. Returns data only: each compiled graph (``graph_data.describe``)
+    and, per forward, its output, how many graphs were compiled by then, each execution of a compiled graph (its
+    graph and inputs, ``graph_data.bind``, the weights named as the check names them) and ``_links``' finding."""
+    from ..checking import plain_tensors
 
+    model = BlockStack(n_blocks, width).eval()
+    model.load_state_dict(state)
+    named = {name: t.detach().clone() for name, t in state.items()}
+    backend = _Witness()
+    torch._dynamo.reset()
+    compiled = call(compile_regionally, model, backend, name="compile_regionally")
+    expect(callable(compiled), f"`compile_regionally` should return the model (or a callable), not {type(compiled).__name__}")
+    forwards = []
+    for x in xs:
+        seen: list = []
+        backend.seen = seen
+        try:
+            with torch.no_grad():
+                got = call(compiled, x, name="the model compile_regionally returned")
+        finally:
+            backend.seen = None
+        out = plain_tensors(f"outputs at batch size {len(x)} ({n_blocks} blocks)", got)
+        forwards.append({
+            "out": out.tolist() if type(out) is torch.Tensor else None,
+            "graphs": backend.compiles,
+            "runs": [[index, graph_data.bind(args, named)] for index, args, _, _ in seen],
+            "unlinked": _links(x, got, seen),
+        })
+    return {"graphs": [graph_data.describe(gm) for gm in backend.graphs], "forwards": forwards}
+
+
+def _replayed(what: str, graph, bound, named: dict, block: int, current: torch.Tensor) -> torch.Tensor:
+    """One execution replayed here: ``graph`` (rebuilt) on its inputs, the weights the check's own. Its weights
+    must be block ``block``'s, and its one other full-size input the chain's ``current`` tensor."""
+    values = graph_data.inputs(what, bound, named)
+    weights = {b["name"] for b in bound if type(b) is dict and "name" in b}
+    takes = sum(n.op == "placeholder" for n in graph.graph.nodes)
+    expect(len(values) == takes, f"{what} ran with {len(values)} inputs; the graph takes {takes}")
+    theirs = {name.split(".")[1] for name in weights}
+    expect(theirs <= {str(block)}, f"{what} used the weights of block {', '.join(sorted(theirs))}: the "
+           f"{_ordinal(block + 1)} block's graph runs on the {_ordinal(block + 1)} block's weights")
+    others = [v for v, b in zip(values, bound) if type(v) is torch.Tensor and not (type(b) is dict and "name" in b)]
+    activations = [v for v in others if v.dim() > 0]
+    expect(len(activations) == 1 and activations[0].shape == current.shape
+           and torch.allclose(activations[0], current, rtol=1e-4, atol=1e-5),
+           f"{what} was not given " + ("the forward's input" if block == 0 else "what the graph before it returned"))
+    try:
+        with torch.no_grad():
+            out = graph(*[current if v is activations[0] else v for v in values])
+    except Exception as e:
+        raise CheckFailed(f"{what}, replayed on its inputs, failed: {type(e).__name__}: {str(e)[:150]}") from None
+    outs = [o for o in (out if type(out) in (tuple, list) else (out,)) if type(o) is torch.Tensor]
+    expect(len(outs) == 1, f"{what} returned {len(outs)} tensors; one block returns one")
+    return outs[0]
+
+
+def regional_compile(compile_regionally):
+    """The learner's function runs in a host (``grader.host``) with a grader backend that records each compiled
+    graph and execution; only data comes back. What is trusted is computed here: the outputs against the
+    check's own copy of the model, each graph's ops, and the graphs replayed, weights bound to the check's own,
+    each block's output fed to the next: the replayed chain must compute the model's output. The counts of graphs
+    compiled and the in-host link finding come from the host: they tell an honest wrong answer what it did."""
+    from .. import host
+
+    if not isinstance(compile_regionally, host.Payload):
+        expect_callable("compile_regionally", compile_regionally)
     gen = probes.fresh_generator()
     width = 16
     n_blocks = int(torch.randint(3, 8, (1,), generator=gen))
-    block_ops = _block_ops(width)
+    block_ops, (functions, methods) = _block_captures(width)
     model = BlockStack(n_blocks, width).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    reference = copy.deepcopy(model)  # the truth is computed from it after each call, never before one
+    named = {name: t.detach().clone() for name, t in model.state_dict().items()}
     # The largest batch first: the first forward must compile exactly one graph for all the blocks. Then
     # batch 1 and an odd size: how often those recompile depends on shape settings (default automatic
     # dynamic, dynamic=True, dynamic=False all differ, and 1 is always specialised), never on the number
     # of blocks, so later graphs are judged by what they hold (one block's ops), not by their number.
-    batches = (16, 1, int(torch.randint(3, 12, (1,), generator=gen)) | 1)
-
-    backend = _Witness()
-    torch._dynamo.reset()
-    try:
-        compiled = call(compile_regionally, model, backend, name="compile_regionally")
-        expect(callable(compiled), f"`compile_regionally` should return the model (or a callable), not {type(compiled).__name__}")
-        for number, b in enumerate(batches):
-            x = torch.randn(b, width, generator=gen)
-            kept = x.clone()  # the truth is computed after the call, from this copy: nothing holds it during the call
-            seen: list = []
-            backend.seen = seen
-            try:
-                with torch.no_grad():
-                    got = call(compiled, x, name="the model compile_regionally returned")
-            finally:
-                backend.seen = None
-            with torch.no_grad():
-                want = reference(kept)
-            expect_close(f"outputs at batch size {b} ({n_blocks} blocks)", got, want)
-            expect(
-                backend.compiles > 0,
-                "the backend you were given compiled no graph: compile each block with `backend=backend`",
-                measured="0 graphs",
-                expected="1 graph for the block",
-            )
-            # Each graph must hold one block's ops: a dynamic-shape graph may add a size query, so only
-            # the block's own ops are counted. A whole-model graph holds every block's.
-            for index in range(backend.compiles):
-                names = backend.op_names(index)
-                found = {name: names[name] for name in block_ops}
-                if found != block_ops:
-                    layers = names["linear"] // block_ops["linear"]
-                    if names["invoke_subgraph"]:  # torch.compiler.nested_compile_region inside torch.compile(model)
-                        what = (f"one graph for the whole model was compiled, calling the block as a nested region "
-                                f"{names['invoke_subgraph']} times (invoke_subgraph)")
-                    elif layers:
-                        what = f"a graph with {names['linear']} linear layers ({layers} blocks' worth) was compiled"
-                    else:
-                        what = f"a graph that is not a block's was compiled (its ops: {dict(names)})"
-                    raise CheckFailed(
-                        f"{what}; one Block has {block_ops['linear']} linear layers and the whole {n_blocks}-block "
-                        f"model {n_blocks * block_ops['linear']}: compile each repeated block on its own, not the model",
-                        measured=dict(found),
-                        expected=block_ops,
-                    )
-            if number == 0:
-                expect(
-                    backend.compiles == 1,
-                    f"the first forward compiled {backend.compiles} graphs for {n_blocks} identical blocks; "
-                    "regional compilation compiles the block's code once and reuses it",
-                    measured=backend.compiles,
-                    expected=1,
+    xs = [torch.randn(b, width, generator=gen) for b in (16, 1, int(torch.randint(3, 12, (1,), generator=gen)) | 1)]
+    sent = host.calls(compile_regionally, [(n_blocks, width, named, xs)], name="compile_regionally",
+                      driver="grader.checks.lesson02:regional_in_host")[0]
+    expect(type(sent) is dict and type(sent.get("graphs")) is list and type(sent.get("forwards")) is list
+           and len(sent["forwards"]) == len(xs), "the process that ran `compile_regionally` sent a reply of the wrong form")
+    graphs = sent["graphs"]
+    replays: dict[int, torch.fx.GraphModule] = {}
+    for number, (x, forward) in enumerate(zip(xs, sent["forwards"])):
+        b = len(x)
+        expect(type(forward) is dict and type(forward.get("runs")) is list,
+               "the process that ran `compile_regionally` sent a reply of the wrong form")
+        with torch.no_grad():
+            want = model(x)
+        out = forward.get("out")
+        try:
+            got = torch.tensor(out, dtype=torch.float32) if out is not None else None
+        except (TypeError, ValueError, RuntimeError):
+            got = None
+        expect(got is not None, f"outputs at batch size {b} ({n_blocks} blocks): the model compile_regionally "
+               "returned gave something other than a tensor")
+        expect_close(f"outputs at batch size {b} ({n_blocks} blocks)", got, want)
+        compiles = as_int("the number of graphs compiled", forward.get("graphs"))
+        expect(compiles > 0 and graphs, "the backend you were given compiled no graph: compile each block with "
+               "`backend=backend`", measured="0 graphs", expected="1 graph for the block")
+        # Each graph must hold one block's ops: a dynamic-shape graph may add a size query, so only
+        # the block's own ops are counted. A whole-model graph holds every block's.
+        for nodes in graphs[:compiles]:
+            names = graph_data.op_names(nodes if type(nodes) is list else [])
+            found = {name: names[name] for name in block_ops}
+            if found != block_ops:
+                layers = names["linear"] // block_ops["linear"]
+                if names["invoke_subgraph"]:  # torch.compiler.nested_compile_region inside torch.compile(model)
+                    what = (f"one graph for the whole model was compiled, calling the block as a nested region "
+                            f"{names['invoke_subgraph']} times (invoke_subgraph)")
+                elif layers:
+                    what = f"a graph with {names['linear']} linear layers ({layers} blocks' worth) was compiled"
+                else:
+                    what = f"a graph that is not a block's was compiled (its ops: {dict(names)})"
+                raise CheckFailed(
+                    f"{what}; one Block has {block_ops['linear']} linear layers and the whole {n_blocks}-block "
+                    f"model {n_blocks * block_ops['linear']}: compile each repeated block on its own, not the model",
+                    measured=dict(found),
+                    expected=block_ops,
                 )
+        if number == 0:
             expect(
-                len(seen) == n_blocks,
-                f"a forward at batch size {b} ran compiled graphs {len(seen)} times; with {n_blocks} blocks "
-                f"every block should run compiled, once per forward",
-                measured=len(seen),
-                expected=n_blocks,
+                compiles == 1,
+                f"the first forward compiled {compiles} graphs for {n_blocks} identical blocks; "
+                "regional compilation compiles the block's code once and reuses it",
+                measured=compiles,
+                expected=1,
             )
-            # The output must be what the compiled blocks computed, one feeding the next: compiled graphs
-            # that run beside an eager computation (of a copy, of the blocks' own forward) prove nothing.
-            unlinked = _links(x, got, seen)
-            expect(
-                unlinked is None,
-                f"a forward at batch size {b} ran the {n_blocks} compiled block graphs, but {unlinked}: the "
-                "model you return must compute its output with the compiled blocks, each given the one before's output",
-                measured=unlinked,
-                expected="the output of the compiled blocks, chained",
-            )
-    finally:
-        torch._dynamo.reset()
+        runs = forward["runs"]
+        expect(
+            len(runs) == n_blocks,
+            f"a forward at batch size {b} ran compiled graphs {len(runs)} times; with {n_blocks} blocks "
+            f"every block should run compiled, once per forward",
+            measured=len(runs),
+            expected=n_blocks,
+        )
+        unlinked = forward.get("unlinked")
+        expect(
+            unlinked is None,
+            f"a forward at batch size {b} ran the {n_blocks} compiled block graphs, but {str(unlinked)[:200]}: the "
+            "model you return must compute its output with the compiled blocks, each given the one before's output",
+            measured=str(unlinked)[:200],
+            expected="the output of the compiled blocks, chained",
+        )
+        # The proof: the graphs, replayed here on the check's weights, each fed the one before's output.
+        current = x
+        for block, run in enumerate(runs):
+            what = f"the {_ordinal(block + 1)} compiled graph of the forward at batch size {b}"
+            expect(type(run) is list and len(run) == 2 and type(run[0]) is int and 0 <= run[0] < len(graphs),
+                   f"{what} was sent in the wrong form")
+            if run[0] not in replays:
+                replays[run[0]] = graph_data.rebuild(f"compiled graph {run[0] + 1}", graphs[run[0]], functions, methods)
+            current = _replayed(what, replays[run[0]], run[1], named, block, current)
+        expect_close(f"at batch size {b}, the {n_blocks} compiled graphs replayed on their inputs (each given the "
+                     "one before's output)", current, want)
+        expect_close(f"at batch size {b}, your model's output against its compiled graphs replayed", got, current)
     # The same words every time (the block count is drawn): a solution's check output is compared by nbval.
     return "each compiled graph holds one block and runs once per block; outputs match eager at every batch size"
 

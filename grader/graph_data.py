@@ -1,0 +1,150 @@
+"""Dynamo's graphs as data: what a host (``grader.host``) sends of the graphs an answer compiled, and how a check
+rebuilds and replays them where no answer runs.
+
+In the host, beside the answer, a grader backend records each graph Dynamo hands it and each execution of it;
+nothing recorded there can be trusted (the answer shares the process). So the host sends only data: each
+graph's nodes (``describe``) and, per execution, what went into each placeholder (``bind``): the name of a
+tensor the check gave the host, or the values of any other tensor, or a number. The check rebuilds each graph
+from an allowlist of targets (those of graphs it captured itself, ``allowed``), binds the named tensors to its
+own, and replays the graph (``rebuild``, ``inputs``). A forged record then has to be a graph that computes what
+the check expects from the check's own inputs: writing one costs the work the exercise asks for.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any, Iterable
+
+import torch
+from torch.fx.node import _get_qualified_name
+
+from .checking import CheckFailed
+
+_NODE = "$node"  # {"$node": name}: an argument that is another node's value
+_OTHER = "$other"  # {"$other": type name}: an argument the data cannot carry (refused when rebuilt)
+DTYPES = {"torch.float32": torch.float32, "torch.float64": torch.float64}  # tensor data the replay takes
+
+
+# --- in the host --------------------------------------------------------------------------------------
+
+def _target(node: torch.fx.Node) -> str:
+    return node.target if isinstance(node.target, str) else _get_qualified_name(node.target)
+
+
+def _argument(value: Any) -> Any:
+    if isinstance(value, torch.fx.Node):
+        return {_NODE: value.name}
+    if type(value) in (tuple, list):
+        return [_argument(v) for v in value]
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    return {_OTHER: type(value).__name__}
+
+
+def describe(gm: torch.fx.GraphModule) -> list:
+    """The nodes of ``gm`` as data: ``[name, op, target, args, kwargs as [key, value] pairs]`` each."""
+    return [[n.name, n.op, _target(n), _argument(n.args), [[k, _argument(v)] for k, v in n.kwargs.items()]]
+            for n in gm.graph.nodes]
+
+
+def bind(args: Iterable, named: dict[str, torch.Tensor]) -> list:
+    """One execution's inputs as data: a tensor equal to one of ``named`` as ``{"name": ...}``, any other tensor
+    as its values (``{"values", "shape", "dtype"}``), a number as itself."""
+    bound = []
+    for a in args:
+        if type(a) in (torch.Tensor, torch.nn.Parameter):
+            name = next((k for k, t in named.items() if t.shape == a.shape and torch.equal(t, a.detach())), None)
+            bound.append({"name": name} if name else
+                         {"values": a.detach().reshape(-1).tolist(), "shape": list(a.shape), "dtype": str(a.dtype)})
+        elif type(a) in (bool, int, float):
+            bound.append(a)
+        else:
+            bound.append({_OTHER: type(a).__name__})
+    return bound
+
+
+# --- in the check -------------------------------------------------------------------------------------
+
+def allowed(graphs: Iterable[torch.fx.GraphModule]) -> tuple[dict[str, Any], frozenset[str]]:
+    """The functions (by qualified name) and Tensor methods the nodes of ``graphs`` call: the check's own captures."""
+    functions, methods = {}, set()
+    for gm in graphs:
+        for n in gm.graph.nodes:
+            if n.op == "call_function":
+                functions[_target(n)] = n.target
+            elif n.op == "call_method":
+                methods.add(n.target)
+    return functions, frozenset(methods)
+
+
+def op_names(nodes: list) -> collections.Counter:
+    """The ops of a described graph by short name, as ``probes.CountingBackend.op_names`` names them."""
+    return collections.Counter(str(target).split(".")[-1] for _, op, target, _, _ in nodes
+                               if op in ("call_function", "call_method"))
+
+
+def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset[str]) -> torch.fx.GraphModule:
+    """The graph ``nodes`` describe, built from the allowlist only; anything else is refused (a CheckFailed
+    naming ``what``)."""
+    graph = torch.fx.Graph()
+    made: dict[str, torch.fx.Node] = {}
+
+    def refuse(why: str):
+        raise CheckFailed(f"{what} could not be replayed: {why}")
+
+    def value(a):
+        if type(a) is list:
+            return tuple(value(v) for v in a)
+        if type(a) is dict:
+            if set(a) != {_NODE} or a[_NODE] not in made:
+                refuse(f"an argument the grader cannot rebuild ({a})"[:200])
+            return made[a[_NODE]]
+        if a is None or type(a) in (bool, int, float, str):
+            return a
+        refuse(f"an argument of type {type(a).__name__}")
+
+    if type(nodes) is not list or not nodes:
+        refuse("no nodes")
+    for node in nodes:
+        if type(node) is not list or len(node) != 5 or not all(type(s) is str for s in node[:3]):
+            refuse("a node of the wrong form")
+        name, op, target, args, kwargs = node
+        if name in made or type(args) is not list or type(kwargs) is not list:
+            refuse(f"node {name!r} of the wrong form")
+        if not all(type(kv) is list and len(kv) == 2 and type(kv[0]) is str for kv in kwargs):
+            refuse(f"the keyword arguments of node {name!r}")
+        call_args, call_kwargs = value(args), {k: value(v) for k, v in kwargs}
+        if op == "placeholder":
+            made[name] = graph.placeholder(name)
+        elif op == "call_function" and target in functions:
+            made[name] = graph.call_function(functions[target], call_args, call_kwargs)
+        elif op == "call_method" and target in methods:
+            made[name] = graph.call_method(target, call_args, call_kwargs)
+        elif op == "output" and len(call_args) == 1:
+            graph.output(call_args[0])
+            return torch.fx.GraphModule(torch.nn.Module(), graph)
+        else:
+            refuse(f"it calls {target} ({op}), which the graphs the grader captured never call")
+    refuse("it has no output")
+
+
+def inputs(what: str, bound: Any, named: dict[str, torch.Tensor]) -> list:
+    """The values of one execution's inputs (``bind``'s data): a named tensor is the check's own tensor of that
+    name, other tensors are rebuilt from their values."""
+    if type(bound) is not list:
+        raise CheckFailed(f"{what}: its inputs were not sent as a list")
+    values = []
+    for b in bound:
+        if type(b) in (bool, int, float):
+            values.append(b)
+        elif type(b) is dict and set(b) == {"name"} and b["name"] in named:
+            values.append(named[b["name"]])
+        elif (type(b) is dict and set(b) == {"values", "shape", "dtype"} and b["dtype"] in DTYPES
+              and type(b["shape"]) is list and all(type(s) is int and s >= 0 for s in b["shape"])
+              and type(b["values"]) is list and all(type(v) in (int, float) for v in b["values"])):
+            try:
+                values.append(torch.tensor(b["values"], dtype=DTYPES[b["dtype"]]).reshape(b["shape"]))
+            except RuntimeError:
+                raise CheckFailed(f"{what}: a tensor's values do not fill its shape {b['shape']}") from None
+        else:
+            raise CheckFailed(f"{what}: an input the grader cannot rebuild ({str(b)[:80]})")
+    return values
