@@ -64,13 +64,22 @@ def bind(args: Iterable, named: dict[str, torch.Tensor]) -> list:
 
 # --- in the check -------------------------------------------------------------------------------------
 
+def _function_key(target: str, args: Any) -> str:
+    """How the allowlist names a call_function: by the target's qualified name, and for ``getattr`` (``x.T``)
+    with the attribute it reads, so that only the attributes the check's own graphs read are allowed."""
+    if target == "getattr":
+        return f"getattr.{args[1]}" if type(args) in (list, tuple) and len(args) == 2 and type(args[1]) is str else ""
+    return target
+
+
 def allowed(graphs: Iterable[torch.fx.GraphModule]) -> tuple[dict[str, Any], frozenset[str]]:
-    """The functions (by qualified name) and Tensor methods the nodes of ``graphs`` call: the check's own captures."""
+    """The functions (by qualified name; ``getattr`` with each attribute read) and Tensor methods the nodes of
+    ``graphs`` call: the check's own captures."""
     functions, methods = {}, set()
     for gm in graphs:
         for n in gm.graph.nodes:
             if n.op == "call_function":
-                functions[_target(n)] = n.target
+                functions[_function_key(_target(n), n.args)] = n.target
             elif n.op == "call_method":
                 methods.add(n.target)
     return functions, frozenset(methods)
@@ -115,8 +124,8 @@ def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset
         call_args, call_kwargs = value(args), {k: value(v) for k, v in kwargs}
         if op == "placeholder":
             made[name] = graph.placeholder(name)
-        elif op == "call_function" and target in functions:
-            made[name] = graph.call_function(functions[target], call_args, call_kwargs)
+        elif op == "call_function" and _function_key(target, call_args) in functions:
+            made[name] = graph.call_function(functions[_function_key(target, call_args)], call_args, call_kwargs)
         elif op == "call_method" and target in methods:
             made[name] = graph.call_method(target, call_args, call_kwargs)
         elif op == "output" and len(call_args) == 1:

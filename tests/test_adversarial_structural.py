@@ -88,6 +88,29 @@ def compiled_identity_04(fn, backend):  # a compiled graph runs on every call an
     return lambda x: compiled(fn(x))
 
 
+def forged_records_04(fn, backend):  # issue 37 §1: the record of executions is kept on the backend it is handed
+    """Passed before: one graph of fn compiled at one batch, then fn in eager, each call writing a record that
+    says the graph ran on the call's input and returned its output."""
+    compiled = torch.compile(fn, backend=backend, dynamic=False)
+    compiled(torch.randn(5, 6))
+
+    def fast(x):
+        out = fn(x)
+        if backend.record is not None:
+            backend.record.append((0, (x,), out))
+        return out
+
+    return fast
+
+
+def undercounted_04(fn, backend):  # a graph per batch, every one run, the count of compiles rewritten
+    from grader import probes
+
+    torch._dynamo.config.recompile_limit = 100
+    probes.CountingBackend.compiles = property(lambda self: 1)
+    return torch.compile(fn, backend=backend, dynamic=False)
+
+
 @pytest.mark.parametrize("make_fast", [solution_04, mark_dynamic_04], ids=lambda f: f.__name__)
 def test_two_compiles_passes_compiled_answers(make_fast):
     assert _check("04.two_compiles", make_fast).passed
@@ -97,6 +120,8 @@ def test_two_compiles_passes_compiled_answers(make_fast):
     (unrelated_graph_04, "ran no graph"),
     (graph_on_a_fixed_input_04, "not given the call's input"),
     (compiled_identity_04, "does not compute fn"),
+    (forged_records_04, "replayed on what it was given"),
+    (undercounted_04, "different compiled graphs ran"),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_two_compiles_refuses_graphs_that_do_not_do_the_work(make_fast, says):
     result = _check("04.two_compiles", make_fast)

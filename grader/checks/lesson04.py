@@ -7,7 +7,7 @@ import random
 import torch
 from torch.utils._pytree import tree_leaves
 
-from .. import probes
+from .. import graph_data, probes
 from ..checking import (CheckFailed, as_bool, as_choice, as_int, as_ints, call, expect, expect_callable,
                         expect_close, expect_prediction, plain_tensors)
 
@@ -39,78 +39,146 @@ def predict_compiles(predicted_compiles):
 
 
 def _layer(x):
-    return torch.tanh(x @ x.T).sum(dim=1) * 0.5 + x.mean(dim=1)
+    # The reshape keeps x as it is, but a graph compiled for one batch size holds that size as a constant: replayed
+    # on another batch (``two_compiles``), such a graph fails, where a graph with a dynamic batch runs.
+    return torch.tanh(x @ x.T).sum(dim=1) * 0.5 + x.reshape(x.shape[0], -1).mean(dim=1)
 
 
-def two_compiles(make_fast):
-    expect_callable("make_fast", make_fast)
+def _layer_captures() -> tuple:
+    """What the graphs Dynamo captures for ``_layer`` call, at static and at dynamic shapes, measured here: the
+    targets a replayed graph may call (``graph_data.allowed``)."""
+    graphs = []
+    for dynamic in (False, True):
+        graphs += probes.count_compiles(_layer, [(torch.randn(5, 6),)], dynamic=dynamic).graphs
+    return graph_data.allowed(graphs)
+
+
+def _two_compiles_order() -> list[int]:
+    """Batch sizes 1..64 in a fixed shuffled order: grading the same answer twice gives the same grade. (An order
+    starting at batch 6 would cost dynamic=True a third compile: duck sizing ties the dims of a 6 x 6 batch.)"""
     sizes = list(range(1, 65))
-    # A fixed shuffled order: grading the same answer twice gives the same grade. (An order starting at
-    # batch 6 would cost dynamic=True a third compile: duck sizing ties the dims of a 6 x 6 batch.)
     rng = random.Random(0)
     rng.shuffle(sizes)
     if sizes.index(1) < 2:  # batch 1 must come after two other sizes, as in production traffic
         sizes.remove(1)
         sizes.insert(rng.randint(2, len(sizes)), 1)
+    return sizes
+
+
+def two_compiles_in_host(make_fast, xs: list) -> dict:
+    """In the host (``host.calls``' driver): ``make_fast(_layer, backend)`` with a counting backend of the
+    grader's, called on each of ``xs``, then on each again under ``fail_on_recompile``. Returns data only: each
+    compiled graph (``graph_data.describe``) and, per call, its output, the graphs compiled by then and the
+    executions of compiled graphs during the call (graph index and inputs, the call's input named "x")."""
     torch._dynamo.reset()
     backend = probes.CountingBackend()
     fast = call(make_fast, _layer, backend, name="make_fast")
     expect_callable("make_fast(fn, backend)", fast)
+    calls = []
+    try:
+        for stance, what in (("default", "the function make_fast returned"),
+                             ("fail_on_recompile", "the compiled function under fail_on_recompile")):
+            torch.compiler.set_stance(stance)
+            for x in xs:
+                x_before = x.clone()
+                backend.record = []
+                try:
+                    out = call(fast, x, name=what)
+                finally:
+                    ran, backend.record = backend.record, None
+                out = plain_tensors(what, out)
+                calls.append({"out": out.tolist() if type(out) is torch.Tensor else None, "compiles": backend.compiles,
+                              "runs": [[index, graph_data.bind(args, {"x": x_before})] for index, args, _ in ran]})
+    finally:
+        torch.compiler.set_stance("default")
+    return {"graphs": [graph_data.describe(gm) for gm in backend.graphs], "calls": calls}
 
-    def run_compiled(x: torch.Tensor, what: str) -> None:
-        """One call of `fast`, which must run `fn` as compiled code: a graph the backend compiled runs
-        during the call, holds `_layer`'s ops, is given the call's input and computes the call's output."""
-        want, x_before = _layer(x), x.clone()
-        backend.record = []
+
+def two_compiles(make_fast):
+    """The answer runs in a host (``grader.host``) with the grader's counting backend; only data comes back. What
+    is trusted is computed here: each output against ``_layer`` on the check's input, and the graphs that ran
+    during each call, rebuilt from the targets of ``_layer``'s own graphs and replayed on their inputs (the
+    call's input the check's own): one of them must compute the output returned, and at most two different
+    graphs may run across the calls. A graph compiled for one batch holds that batch as a constant, so it
+    replays on that batch only (``_layer``'s reshape): two graphs can serve 64 sizes only if one has a dynamic
+    batch. The compile counts come from the host: they tell an honest wrong answer what it did."""
+    from .. import host
+
+    if not isinstance(make_fast, host.Payload):
+        expect_callable("make_fast", make_fast)
+    sizes = _two_compiles_order()
+    functions, methods = _layer_captures()
+    gen = probes.fresh_generator()
+    xs = [torch.randn(n, 6, generator=gen) for n in sizes]
+    sent = host.calls(make_fast, [(xs,)], name="make_fast", driver="grader.checks.lesson04:two_compiles_in_host")[0]
+    expect(type(sent) is dict and type(sent.get("graphs")) is list and type(sent.get("calls")) is list
+           and len(sent["calls"]) == 2 * len(xs), "the process that ran `make_fast` sent a reply of the wrong form")
+    graphs, replays = sent["graphs"], {}
+    whats = ["the function make_fast returned"] * len(xs) + ["the compiled function under fail_on_recompile"] * len(xs)
+    for number, (x, what, done) in enumerate(zip(xs + xs, whats, sent["calls"])):
+        expect(type(done) is dict and type(done.get("runs")) is list,
+               "the process that ran `make_fast` sent a reply of the wrong form")
+        want = _layer(x)
         try:
-            out = call(fast, x, name=what)
-        finally:
-            ran, backend.record = backend.record, None
+            out = torch.tensor(done.get("out"), dtype=torch.float32) if done.get("out") is not None else None
+        except (TypeError, ValueError, RuntimeError):
+            out = None
+        expect(out is not None, f"{what} returned something other than a tensor at batch {len(x)}")
         expect_close(f"{what}: the output at batch {len(x)} differs from fn's", out, want, rtol=1e-5, atol=1e-5)
-        out = plain_tensors(what, out)
+        compiles, ran = as_int("the number of graphs compiled", done.get("compiles")), done["runs"]
         expect(
-            bool(ran) or backend.compiles <= 2,
-            f"{backend.compiles} compiles by batch {len(x)} (in the order {sizes[:6]}...), and then Dynamo gave up "
+            bool(ran) or compiles <= 2,
+            f"{compiles} compiles by batch {len(x)} (in the order {sizes[:6]}...), and then Dynamo gave up "
             "and ran fn in eager (its recompile limit); at most 2 allowed",
-            measured=backend.compiles,
+            measured=compiles,
             expected="<= 2",
         )
         expect(
             bool(ran),
             f"{what} ran no graph that the backend compiled at batch {len(x)}: every call must run `fn` "
             "compiled with `backend=backend` (return the compiled function, not `fn` itself)",
-            measured=f"{backend.compiles} graph(s) compiled, none ran during this call",
+            measured=f"{compiles} graph(s) compiled, none ran during this call",
             expected="a compiled graph runs on every call",
         )
-        ops = {name for i in {index for index, _, _ in ran} for name in backend.op_names(i)}
+        expect(all(type(r) is list and len(r) == 2 and type(r[0]) is int and 0 <= r[0] < len(graphs) for r in ran),
+               "the process that ran `make_fast` sent a reply of the wrong form")
+        ops = {name for index in {r[0] for r in ran} for name in graph_data.op_names(graphs[index] if type(graphs[index]) is list else [])}
         missing = [op for op in ("tanh", "sum", "mean") if op not in ops] + ([] if ops & {"matmul", "mm"} else ["matmul"])
         expect(not missing, f"the graph that ran at batch {len(x)} does not compute fn: it has no {', '.join(missing)} "
                f"(its ops: {', '.join(sorted(ops))})", measured=sorted(ops), expected="fn's tanh, matmul, sum, mean")
-        tensors = [t for _, args, outs in ran for t in (*args, *tree_leaves(outs)) if type(t) is torch.Tensor]
-        expect(any(t.shape == x.shape and torch.equal(t, x_before) for t in tensors),
+        expect(any({"name": "x"} in bound for _, bound in ran if type(bound) is list),
                f"the graph that ran at batch {len(x)} was not given the call's input: call the compiled `fn` on x")
-        expect(any(t.shape == out.shape and torch.equal(t, out) for t in tensors),
+        # The proof: the graphs that ran, replayed here on what they were given (the call's input the check's own).
+        computed = []
+        for index, bound in ran:
+            if index not in replays:
+                replays[index] = graph_data.rebuild(f"compiled graph {index + 1}", graphs[index], functions, methods)
+            try:
+                with torch.no_grad():
+                    result = replays[index](*graph_data.inputs(f"a graph that ran at batch {len(x)}", bound, {"x": x}))
+            except CheckFailed:
+                raise
+            except Exception as e:
+                raise CheckFailed(f"compiled graph {index + 1}, replayed on what it was given at batch {len(x)}, failed: "
+                                  f"{type(e).__name__}: {str(e)[:150]}") from None
+            computed += [t for t in tree_leaves(result) if type(t) is torch.Tensor]
+        expect(any(t.shape == out.shape and torch.allclose(t, out, rtol=1e-5, atol=1e-5) for t in computed),
                f"the output at batch {len(x)} is not what the compiled graph computed: return its result")
-
-    gen = probes.fresh_generator()
-    try:
-        inputs = {n: torch.randn(n, 6, generator=gen) for n in sizes}
-        for n in sizes:
-            run_compiled(inputs[n], "the function make_fast returned")
-        expect(
-            backend.compiles <= 2,
-            f"{backend.compiles} compiles across batch sizes 1..64 (in the order {sizes[:6]}...); at most 2 allowed",
-            measured=backend.compiles,
-            expected="<= 2",
-        )
-        torch.compiler.set_stance("fail_on_recompile")
-        try:
-            for n in sizes:
-                run_compiled(inputs[n], "the compiled function under fail_on_recompile")
-        finally:
-            torch.compiler.set_stance("default")
-    finally:
-        torch._dynamo.reset()
+        if number == len(xs) - 1:
+            expect(
+                compiles <= 2,
+                f"{compiles} compiles across batch sizes 1..64 (in the order {sizes[:6]}...); at most 2 allowed",
+                measured=compiles,
+                expected="<= 2",
+            )
+    distinct = len({index for done in sent["calls"] for index, _ in done["runs"]})
+    expect(
+        distinct <= 2,
+        f"{distinct} different compiled graphs ran across batch sizes 1..64, each replayed here on the batches it "
+        "served; at most 2 allowed",
+        measured=distinct,
+        expected="<= 2",
+    )
     return "at most two compiles for batch sizes 1..64, equal outputs, no recompiles after warm-up"
 
 
