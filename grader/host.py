@@ -145,8 +145,21 @@ def _environment() -> dict[str, str]:
     return {**started_with(), "PYTHONPATH": os.pathsep.join(paths)}
 
 
+def queued_seconds(pid: int) -> float | None:
+    """Seconds the threads of process ``pid`` have spent runnable but waiting for a CPU (the run queue), from
+    ``/proc/<pid>/task/*/schedstat``; None where that cannot be read (not Linux, or the process has ended)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat", encoding="ascii") as f:
+                total += int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
 def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[str, ...] | None = None,
-          driver: str | None = None, timeout: float = TIMEOUT) -> list:
+          driver: str | None = None, timeout: float = TIMEOUT, queued: list | None = None) -> list:
     """``answer(*args)`` for each ``args`` of ``argument_lists``, in order, in one host; returns their values as
     exact built-in data (with ``keys``, a dict value keeps only those keys: what the check reads). The learner's
     exceptions become a CheckFailed (NotAttempted for the starter stub), as ``checking.call`` words them, and end
@@ -156,7 +169,11 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
 
     ``driver`` ("module:function", grader code) is called instead, as ``driver(answer, *args)``: it uses an
     answer that is not the function called (a backend, a class) as the check would, and returns what it saw as
-    data. It runs in the host, beside the answer: what it returns is as untrusted as the answer's own values."""
+    data. It runs in the host, beside the answer: what it returns is as untrusted as the answer's own values.
+
+    With ``queued`` (a list), the seconds the host's threads waited for a CPU while it ran are appended to it,
+    read from outside the host (``queued_seconds``, sampled until it exits): a timing the answer took while its
+    own process waited was stretched by the machine, not by what it timed."""
     import signal
     import tempfile
 
@@ -174,12 +191,24 @@ def calls(answer, argument_lists, *, name: str = "your function", keys: tuple[st
         # Files, not pipes: the call waits for the host to exit, not for every process holding a pipe to close it.
         proc = subprocess.Popen([sys.executable, "-P", "-m", "grader.host"], stdin=stdin, stdout=stdout, stderr=stderr,
                                 env=_environment(), start_new_session=True)
-        late = False
+        late, waited = False, 0.0
         try:
-            proc.wait(timeout=timeout)
+            if queued is None:
+                proc.wait(timeout=timeout)
+            else:
+                import time
+
+                deadline = time.monotonic() + timeout
+                while proc.poll() is None:
+                    if time.monotonic() > deadline:
+                        raise subprocess.TimeoutExpired(proc.args, timeout)
+                    waited = max(waited, queued_seconds(proc.pid) or 0.0)
+                    time.sleep(0.02)
         except subprocess.TimeoutExpired:
             late = True
         finally:
+            if queued is not None:
+                queued.append(waited)
             try:
                 os.killpg(proc.pid, signal.SIGKILL)  # the host's session: what it started (and it, if still running)
             except (ProcessLookupError, PermissionError):

@@ -449,13 +449,58 @@ def test_bandwidth_reads_a_numpy_or_torch_number_and_refuses_a_lying_float():
     assert liar.status is Status.NOT_UNDERSTOOD and liar.points == 0 and "LiarFloat" in liar.message, liar
 
 
-def _scripted_passes(monkeypatch, answer, calls):
-    """01.bandwidth with every pass's answer and (wall, CPU) seconds of fn's calls given."""
+def _scripted_passes(monkeypatch, answer, calls, waited=0.0):
+    """01.bandwidth with every pass's answer and (wall, CPU) seconds of fn's calls given, and the seconds the
+    answer's process waited for a CPU."""
     from grader.checks import lesson01
 
     x = torch.zeros(808_873)
-    monkeypatch.setattr(lesson01, "_bandwidth_passes", lambda meter, rng, n: [(answer, calls, x)] * n)
+    monkeypatch.setattr(lesson01, "_bandwidth_passes", lambda meter, rng, n: ([(answer, calls, x)] * n, waited))
     return 2 * x.numel() * x.element_size()
+
+
+def test_bandwidth_leaves_a_slow_reading_unjudged_when_the_meters_own_process_waited_for_a_cpu(monkeypatch):
+    """Found by review (p14): fn's calls took 50 ms each where they ran, but the meter's own process waited 20 ms
+    for a CPU around each, so an honest meter read 70 ms: refused. The host's run-queue wait is read from
+    outside it now: such a slow reading is not judged; a fast one still fails, and without the wait the slow one
+    fails as before."""
+    calls = [(0.050, 0.050)] * 10
+    moved = _scripted_passes(monkeypatch, None, calls)
+    stretched, fast = moved / 0.070 / 1e9, moved / 0.050 * 2 / 1e9
+    for answer, waited, expected in ((stretched, 3 * 10 * 0.020, Status.ERROR), (stretched, 0.0, Status.FAILED),
+                                     (fast, 3 * 10 * 0.020, Status.FAILED)):
+        _scripted_passes(monkeypatch, answer, calls, waited)
+        result = grader.check("01.bandwidth", lambda fn, x: 0.0)
+        assert result.status is expected and result.points == 0, (answer, waited, result)
+        assert expected is not Status.ERROR or "waited" in result.message, result
+
+
+def test_the_run_queue_wait_of_a_host_is_read_from_outside_it():
+    """host.calls(queued=...) samples /proc/<host>/task/*/schedstat until the host exits: a host that shares its
+    one CPU with two spinning processes of its own waits about two thirds of the time it runs."""
+    from grader import host
+
+    def crowded(seconds):
+        import os
+        import subprocess
+        import sys
+        import time
+
+        cpu = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        spin = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+        hogs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(2)]
+        time.sleep(0.5)
+        end = time.process_time() + seconds
+        while time.process_time() < end:
+            pass
+        for hog in hogs:
+            hog.kill()
+        return seconds
+
+    queued: list = []
+    assert host.calls(crowded, [(0.5,)], queued=queued) == [0.5]
+    assert len(queued) == 1 and queued[0] > 0.4, queued
 
 
 def test_bandwidth_never_fails_a_benchmark_that_timed_the_one_slow_call(monkeypatch):

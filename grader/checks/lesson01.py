@@ -218,6 +218,7 @@ _AGREE = 1.4
 _SPREAD = 1.45  # the slow end at most this much above the fastest call: half of the best and twice the slowest fall out
 _RAN, _RAN_SLACK = 1.15, 0.002  # a call ran when its wall time is at most this much above its CPU time (+ 2 ms)
 _ATTEMPTS = 5
+_HOST_WAIT = 0.1  # the answer's process waited for a CPU over a tenth of fn's calls' time: a slow reading is not judged
 
 
 def _slow_end(seconds: list[float]) -> float:
@@ -228,10 +229,10 @@ def _slow_end(seconds: list[float]) -> float:
     return max(statistics.quantiles(seconds, n=5, method="inclusive")[3], statistics.fmean(seconds))
 
 
-def _bandwidth_passes(bandwidth_gbs, rng, n: int) -> list[tuple[object, list[float], torch.Tensor]]:
+def _bandwidth_passes(bandwidth_gbs, rng, n: int) -> tuple[list[tuple[object, list[float], torch.Tensor]], float]:
     """``n`` passes at once: for each, a kernel process and fn over an x of a drawn size and work; the learner's
     answer (run in a process of its own, ``grader.host``) and the wall time of each call of fn, as the kernel
-    process's clock recorded it."""
+    process's clock recorded it. Also the seconds the answer's process waited for a CPU (``host.calls``)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="grader-bw-") as folder:
@@ -241,8 +242,10 @@ def _bandwidth_passes(bandwidth_gbs, rng, n: int) -> list[tuple[object, list[flo
                 kernels.append(_Kernel(rng, pathlib.Path(folder)))
             for kernel in kernels:
                 kernel.ready()
-            answers = host.calls(bandwidth_gbs, [(_Fn(k.path, k.x.numel()), k.x) for k in kernels], name="bandwidth_gbs")
-            return [(got, kernel.seconds(), kernel.x) for got, kernel in zip(answers, kernels)]
+            queued: list[float] = []
+            answers = host.calls(bandwidth_gbs, [(_Fn(k.path, k.x.numel()), k.x) for k in kernels], name="bandwidth_gbs",
+                                 queued=queued)
+            return [(got, kernel.seconds(), kernel.x) for got, kernel in zip(answers, kernels)], queued[0]
         finally:
             for kernel in kernels:
                 kernel.end()
@@ -261,7 +264,10 @@ def bandwidth(bandwidth_gbs):
     rng = random.Random(probes.fresh_generator().initial_seed())
     attempts = [0, 0, 0]  # per pass still to judge
     while attempts:
-        results = _bandwidth_passes(bandwidth_gbs, rng, len(attempts))
+        results, waited = _bandwidth_passes(bandwidth_gbs, rng, len(attempts))
+        # The answer's own process waiting for a CPU stretches its stopwatch, not fn's calls: a meter that reads
+        # too slow is then not judged on this draw (one that reads too fast still fails: no wait makes it so).
+        host_waited = waited > _HOST_WAIT * sum(wall for _, seconds, _ in results for wall, _ in seconds)
         undecided = []
         for tries, (got, seconds, x) in zip(attempts, results):
             tries += 1
@@ -289,7 +295,8 @@ def bandwidth(bandwidth_gbs):
             low, high = moved / slow / 1e9, moved / min(walls) / 1e9
             median = moved / middle / 1e9
             allowed_by_the_slowest = 0.75 * low > got >= 0.75 * moved / max(walls) / 1e9
-            if decisive and not allowed_by_the_slowest or not decisive and got >= 0.75 * low:
+            stretched = host_waited and got < 0.75 * low
+            if (decisive and not allowed_by_the_slowest or not decisive and got >= 0.75 * low) and not stretched:
                 expect(
                     0.75 * low <= got <= 1.33 * high,
                     f"for a pass over {x.numel():,} float32 values, your {len(walls)} call(s) of fn took "
@@ -298,7 +305,7 @@ def bandwidth(bandwidth_gbs):
                     measured=f"{got:.3g} GB/s",
                     expected=f"{low:.3g} .. {high:.3g} GB/s (±25%)",
                 )
-            if decisive and not allowed_by_the_slowest:
+            if decisive and not allowed_by_the_slowest and not stretched:
                 continue
             if tries >= _ATTEMPTS:  # what the slowest call allows (a benchmark that timed that one call) or undecided
                 raise Inconclusive(
@@ -306,6 +313,7 @@ def bandwidth(bandwidth_gbs):
                     f"came within {_AGREE}x of their median, or your measurement matched only the slowest of them "
                     f"(the last: {min(walls) * 1e3:.3g} .. {max(walls) * 1e3:.3g} ms, median {middle * 1e3:.3g} ms; "
                     f"{len(walls) - len(ran)} of them spent over {_RAN - 1:.0%} of their time off the CPU)"
+                    + (f"; the process running your meter waited {waited:.2g} s for a CPU" if host_waited else "")
                 )
             undecided.append(tries)
         attempts = undecided
