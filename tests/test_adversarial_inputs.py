@@ -33,6 +33,8 @@ MISREADINGS_03 = {
     "max positive": lambda x: torch.where(x.max() > 0, x / x.abs().max(), -x * 2) + 1,
     ">= 0": lambda x: torch.where(x.sum() >= 0, x / x.abs().max(), -x * 2) + 1,
     "first row only": lambda x: torch.where(x[0].sum() > 0, x / x.abs().max(), -x * 2) + 1,
+    # found by review: a 0/1 mask keeps the branch it leaves out, and 0 * (0 / 0) is NaN on an all-zero x
+    "mask": lambda x: (p := (x.sum() > 0).float()) * (x / x.abs().max()) + (1 - p) * (-x * 2) + 1,
 }
 
 

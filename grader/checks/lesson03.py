@@ -97,9 +97,11 @@ ZERO_BREAK_SHAPES = ((6, 5), (1, 2), (3, 7), (64, 3))
 def branch_cases(gen: torch.Generator) -> list[tuple[str, torch.Tensor]]:
     """Inputs on which branching on the sign of the sum differs from its natural misreadings
     (per-element ``torch.where(x > 0, ...)``, ``.all()``, ``.any()``, ``x.max() > 0``, ``>=``), at
-    several shapes, plus a non-contiguous input."""
+    several shapes, plus a non-contiguous input and an all-zero one (a 0/1 mask instead of a choice)."""
     cases = [(f"{label}, shape {shape}", x) for shape in ZERO_BREAK_SHAPES for label, x in probes.sign_cases(gen, shape)]
     cases.append(("a non-contiguous (transposed) input", torch.randn(5, 6, generator=gen).t()))
+    # x / scale is 0 / 0 there: a 0/1 mask times the branch left out gives NaN, where branchy gives 1
+    cases.append(("an all-zero input (its largest |x| is 0)", torch.zeros(3, 7)))
     return cases
 
 

@@ -380,11 +380,29 @@ def _race_summary(results) -> str:
             + ")")
 
 
+def _served_run(fn, what: str, called: str):
+    """What a side's host times per call, the same for both sides (so neither pays more Python per call):
+    ``fn(x)`` under no_grad, its outputs checked for type and returned in KEYS order (``what`` names ``fn``
+    and ``called`` the call, in messages)."""
+    import numpy as np
+
+    def run(x):
+        with torch.no_grad():
+            out = call(fn, x, name=what)
+        items = list(dict.values(out)) if type(out) is dict else out
+        expect(
+            type(out) in (tuple, list, dict) and all(type(o) in (torch.Tensor, np.ndarray) for o in items),
+            f"{what} gave something other than a tuple (or dict) of tensors or numpy arrays: {type(out).__name__}"
+            + (f" of {', '.join(sorted({type(o).__name__ for o in items}))}" if type(out) in (tuple, list, dict) else ""),
+        )
+        return outputs_of(out, called)
+
+    return run
+
+
 def _fast_in_host(CleanNet, make_fast):
     """Runs in the candidate's host (``served``): CleanNet with MessyNet's weights, checked in eager, and the
     callable make_fast returns for it, on one thread, returning MessyNet's outputs in KEYS order."""
-    import numpy as np
-
     torch.set_num_threads(1)
     messy, clean = build_clean(CleanNet)
     try:
@@ -394,34 +412,14 @@ def _fast_in_host(CleanNet, make_fast):
     with torch.no_grad():
         fast = call(make_fast, clean, name="make_fast")
     expect_callable("make_fast(model)", fast)
-
-    def run(x):
-        with torch.no_grad():
-            out = call(fast, x, name="the callable make_fast returned")
-        items = list(dict.values(out)) if type(out) is dict else out
-        expect(
-            type(out) in (tuple, list, dict) and all(type(o) in (torch.Tensor, np.ndarray) for o in items),
-            "the callable make_fast returned gave something other than a tuple (or dict) of tensors or numpy "
-            f"arrays: {type(out).__name__}"
-            + (f" of {', '.join(sorted({type(o).__name__ for o in items}))}" if type(out) in (tuple, list, dict) else ""),
-        )
-        return outputs_of(out, "make_fast(model)(x)")
-
-    return run
+    return _served_run(fast, "the callable make_fast returned", "make_fast(model)(x)")
 
 
 def _eager_in_host():
     """Runs in eager's host: the grader's own MessyNet as written (the learner's CleanNet could be slow in eager on
     purpose), with the seeded weights, on one thread."""
     torch.set_num_threads(1)
-    model = probes.seeded(lambda: MessyNet(batch_size=RACE_BATCH))
-
-    def run(x):
-        with torch.no_grad():
-            out = model(x)
-        return tuple(out[k] for k in KEYS)
-
-    return run
+    return _served_run(probes.seeded(lambda: MessyNet(batch_size=RACE_BATCH)), "MessyNet", "MessyNet(x)")
 
 
 def beat_eager(CleanNet, make_fast):

@@ -448,8 +448,8 @@ predict(
     """Two. `if self.debug:` is a Python bool on the module, decided while tracing (and guarded), not a break.
     The debug line has two breaks: `.item()` ends the first graph (fc1, relu, norm), and `print` breaks
     again but with no tensor work between them it ends no graph; the rest (fc2 and the residual) is the
-    second graph. Counting every break as a graph gives 3, which is why `explain`'s count is the one to
-    trust; set `self.debug = False` (a recompile, not a break) and it is one graph.""",
+    second graph. Counting every break as a graph gives 3: count graphs, not breaks. Set
+    `self.debug = False` (a recompile, not a break) and it is one graph.""",
     form="model",
 )
 def _(ns):
