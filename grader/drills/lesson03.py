@@ -486,7 +486,7 @@ concept(
     fusion cannot cross the break, each graph has its own guards and call overhead, and intermediates are
     materialised at the boundary. It is a common belief that a single break makes the whole function run
     eagerly; that is what `torch.compiler.disable`, a skipped frame, or a break inside a `for`/`while` loop does
-    (Dynamo usually cannot resume inside a loop and skips the whole frame: gb7000, "graph break in loop").""",
+    (Dynamo usually cannot resume inside a loop and skips the frame holding it: gb7000, "graph break in loop").""",
     choices=(
         "two compiled graphs run, with the code at the break run by Python between them",
         "the whole function falls back to eager mode",
