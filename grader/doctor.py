@@ -30,12 +30,8 @@ def pinned(path: Path = CONSTRAINTS) -> dict[str, str]:
     for line in text.splitlines():
         match = re.match(r"\s*([A-Za-z0-9_.-]+)==([^\s#;]+)", line)
         if match:
-            pins[_normal(match.group(1))] = match.group(2)
+            pins[_canonical(match.group(1))] = match.group(2)
     return pins
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _installed(name: str) -> str | None:
@@ -51,6 +47,7 @@ def _minor(version: str) -> tuple[int, int]:
 
 
 def _canonical(name: str) -> str:
+    """A distribution's name as PEP 503 compares names: ``Jupyter_Server`` and ``jupyter-server`` are one."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
