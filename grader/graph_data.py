@@ -64,6 +64,48 @@ def bind(args: Iterable, named: dict[str, torch.Tensor]) -> list:
 
 # --- in the check -------------------------------------------------------------------------------------
 
+def captures(fn, x: torch.Tensor) -> list[torch.fx.GraphModule]:
+    """The graphs Dynamo captures for ``fn(x)`` at static shapes, then with dynamic ones (which may add size
+    inputs, and read a float attribute from a tensor): the check's own, for ``allowed``."""
+    from . import probes
+
+    graphs = []
+    with torch.no_grad():
+        for dynamic in (False, True):
+            graphs += probes.count_compiles(fn, [(x,)], dynamic=dynamic).graphs
+    return graphs
+
+
+def tensor(values: Any) -> torch.Tensor | None:
+    """A float32 tensor from values a host sent (nested lists of numbers), or None when they are not that."""
+    try:
+        return torch.tensor(values, dtype=torch.float32) if values is not None else None
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+class Replays:
+    """The graphs a host described (``describe``), each rebuilt from the allowlist the first time it is asked for."""
+
+    def __init__(self, described: list, functions: dict[str, Any], methods: frozenset[str]):
+        self.described, self.functions, self.methods = described, functions, methods
+        self.built: dict[int, torch.fx.GraphModule] = {}
+
+    def graph(self, index: int) -> torch.fx.GraphModule:
+        if index not in self.built:
+            self.built[index] = rebuild(f"compiled graph {index + 1}", self.described[index], self.functions, self.methods)
+        return self.built[index]
+
+    def run(self, index: int, what: str, values: list) -> Any:
+        """Graph ``index`` on ``values`` under no_grad; an error in it is a CheckFailed: "``what`` failed: ..."."""
+        graph = self.graph(index)
+        try:
+            with torch.no_grad():
+                return graph(*values)
+        except Exception as e:
+            raise CheckFailed(f"{what} failed: {type(e).__name__}: {str(e)[:150]}") from None
+
+
 def _function_key(target: str, args: Any) -> str:
     """How the allowlist names a call_function: by the target's qualified name, and for ``getattr`` (``x.T``)
     with the attribute it reads, so that only the attributes the check's own graphs read are allowed."""

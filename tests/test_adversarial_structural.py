@@ -111,6 +111,16 @@ def undercounted_04(fn, backend):  # a graph per batch, every one run, the count
     return torch.compile(fn, backend=backend, dynamic=False)
 
 
+class _AgreeableTensor(torch.Tensor):  # a tensor subclass could decide comparisons: refused as an output
+    def __eq__(self, other):
+        return True
+
+
+def agreeable_04(fn, backend):  # the compiled fn's own output, handed back as a subclass
+    compiled = torch.compile(fn, backend=backend, dynamic=True)
+    return lambda x: compiled(x).as_subclass(_AgreeableTensor)
+
+
 @pytest.mark.parametrize("make_fast", [solution_04, mark_dynamic_04], ids=lambda f: f.__name__)
 def test_two_compiles_passes_compiled_answers(make_fast):
     assert _check("04.two_compiles", make_fast).passed
@@ -122,6 +132,7 @@ def test_two_compiles_passes_compiled_answers(make_fast):
     (compiled_identity_04, "does not compute fn"),
     (forged_records_04, "replayed on what it was given"),
     (undercounted_04, "different compiled graphs ran"),
+    (agreeable_04, "plain torch.Tensor"),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_two_compiles_refuses_graphs_that_do_not_do_the_work(make_fast, says):
     result = _check("04.two_compiles", make_fast)

@@ -160,16 +160,10 @@ class BlockStack(torch.nn.Module):
 
 
 def _block_captures(width: int) -> tuple:
-    """The graphs Dynamo captures for one Block, measured here: at static shapes, then with a dynamic batch
-    (which adds a size input and reads LayerNorm's eps from a tensor). Returns the ops of the static graph
-    (name -> count) and what the graphs call: the targets a replayed graph may call (``graph_data.allowed``)."""
-    block = probes.seeded(lambda: Block(width))
-    graphs = []
-    with torch.no_grad():
-        for dynamic in (False, True):
-            graphs += probes.count_compiles(block, [(torch.randn(3, width),)], dynamic=dynamic).graphs
-    names = graph_data.op_names(graph_data.describe(graphs[0]))
-    return dict(names), graph_data.allowed(graphs)
+    """The graphs Dynamo captures for one Block, measured here (``graph_data.captures``). Returns the ops of the
+    static graph (name -> count) and what the graphs call: the targets a replayed graph may call."""
+    graphs = graph_data.captures(probes.seeded(lambda: Block(width)), torch.randn(3, width))
+    return dict(graph_data.op_names(graph_data.describe(graphs[0]))), graph_data.allowed(graphs)
 
 
 class _Witness(probes.CountingBackend):
@@ -259,9 +253,10 @@ def regional_in_host(compile_regionally, n_blocks: int, width: int, state: dict,
     return {"graphs": [graph_data.describe(gm) for gm in backend.graphs], "forwards": forwards}
 
 
-def _replayed(what: str, graph, bound, named: dict, block: int, current: torch.Tensor) -> torch.Tensor:
-    """One execution replayed here: ``graph`` (rebuilt) on its inputs, the weights the check's own. Its weights
-    must be block ``block``'s, and its one other full-size input the chain's ``current`` tensor."""
+def _replayed(what: str, replays, index: int, bound, named: dict, block: int, current: torch.Tensor) -> torch.Tensor:
+    """One execution replayed here: graph ``index`` of ``replays`` on its inputs, the weights the check's own.
+    Its weights must be block ``block``'s, and its one other full-size input the chain's ``current`` tensor."""
+    graph = replays.graph(index)
     values = graph_data.inputs(what, bound, named)
     weights = {b["name"] for b in bound if type(b) is dict and "name" in b}
     takes = sum(n.op == "placeholder" for n in graph.graph.nodes)
@@ -274,11 +269,7 @@ def _replayed(what: str, graph, bound, named: dict, block: int, current: torch.T
     expect(len(activations) == 1 and activations[0].shape == current.shape
            and torch.allclose(activations[0], current, rtol=1e-4, atol=1e-5),
            f"{what} was not given " + ("the forward's input" if block == 0 else "what the graph before it returned"))
-    try:
-        with torch.no_grad():
-            out = graph(*[current if v is activations[0] else v for v in values])
-    except Exception as e:
-        raise CheckFailed(f"{what}, replayed on its inputs, failed: {type(e).__name__}: {str(e)[:150]}") from None
+    out = replays.run(index, f"{what}, replayed on its inputs,", [current if v is activations[0] else v for v in values])
     outs = [o for o in (out if type(out) in (tuple, list) else (out,)) if type(o) is torch.Tensor]
     expect(len(outs) == 1, f"{what} returned {len(outs)} tensors; one block returns one")
     return outs[0]
@@ -313,18 +304,14 @@ def regional_compile(compile_regionally):
     expect(type(sent) is dict and type(sent.get("graphs")) is list and type(sent.get("forwards")) is list
            and len(sent["forwards"]) == len(xs), "the process that ran `compile_regionally` sent a reply of the wrong form")
     graphs = sent["graphs"]
-    replays: dict[int, torch.fx.GraphModule] = {}
+    replays = graph_data.Replays(graphs, functions, methods)
     for number, (x, forward) in enumerate(zip(xs, sent["forwards"])):
         b = len(x)
         expect(type(forward) is dict and type(forward.get("runs")) is list,
                "the process that ran `compile_regionally` sent a reply of the wrong form")
         with torch.no_grad():
             want = model(x)
-        out = forward.get("out")
-        try:
-            got = torch.tensor(out, dtype=torch.float32) if out is not None else None
-        except (TypeError, ValueError, RuntimeError):
-            got = None
+        got = graph_data.tensor(forward.get("out"))
         expect(got is not None, f"outputs at batch size {b} ({n_blocks} blocks): the model compile_regionally "
                "returned gave something other than a tensor")
         expect_close(f"outputs at batch size {b} ({n_blocks} blocks)", got, want)
@@ -381,9 +368,7 @@ def regional_compile(compile_regionally):
             what = f"the {_ordinal(block + 1)} compiled graph of the forward at batch size {b}"
             expect(type(run) is list and len(run) == 2 and type(run[0]) is int and 0 <= run[0] < len(graphs),
                    f"{what} was sent in the wrong form")
-            if run[0] not in replays:
-                replays[run[0]] = graph_data.rebuild(f"compiled graph {run[0] + 1}", graphs[run[0]], functions, methods)
-            current = _replayed(what, replays[run[0]], run[1], named, block, current)
+            current = _replayed(what, replays, run[0], run[1], named, block, current)
         expect_close(f"at batch size {b}, the {n_blocks} compiled graphs replayed on their inputs (each given the "
                      "one before's output)", current, want)
         expect_close(f"at batch size {b}, your model's output against its compiled graphs replayed", got, current)

@@ -45,12 +45,9 @@ def _layer(x):
 
 
 def _layer_captures() -> tuple:
-    """What the graphs Dynamo captures for ``_layer`` call, at static and at dynamic shapes, measured here: the
-    targets a replayed graph may call (``graph_data.allowed``)."""
-    graphs = []
-    for dynamic in (False, True):
-        graphs += probes.count_compiles(_layer, [(torch.randn(5, 6),)], dynamic=dynamic).graphs
-    return graph_data.allowed(graphs)
+    """What the graphs Dynamo captures for ``_layer`` call (``graph_data.captures``, ``graph_data.allowed``),
+    measured here: the targets a replayed graph may call."""
+    return graph_data.allowed(graph_data.captures(_layer, torch.randn(5, 6)))
 
 
 def _two_compiles_order() -> list[int]:
@@ -113,16 +110,13 @@ def two_compiles(make_fast):
     sent = host.calls(make_fast, [(xs,)], name="make_fast", driver="grader.checks.lesson04:two_compiles_in_host")[0]
     expect(type(sent) is dict and type(sent.get("graphs")) is list and type(sent.get("calls")) is list
            and len(sent["calls"]) == 2 * len(xs), "the process that ran `make_fast` sent a reply of the wrong form")
-    graphs, replays = sent["graphs"], {}
+    graphs, replays = sent["graphs"], graph_data.Replays(sent["graphs"], functions, methods)
     whats = ["the function make_fast returned"] * len(xs) + ["the compiled function under fail_on_recompile"] * len(xs)
     for number, (x, what, done) in enumerate(zip(xs + xs, whats, sent["calls"])):
         expect(type(done) is dict and type(done.get("runs")) is list,
                "the process that ran `make_fast` sent a reply of the wrong form")
         want = _layer(x)
-        try:
-            out = torch.tensor(done.get("out"), dtype=torch.float32) if done.get("out") is not None else None
-        except (TypeError, ValueError, RuntimeError):
-            out = None
+        out = graph_data.tensor(done.get("out"))
         expect(out is not None, f"{what} returned something other than a tensor at batch {len(x)}")
         expect_close(f"{what}: the output at batch {len(x)} differs from fn's", out, want, rtol=1e-5, atol=1e-5)
         compiles, ran = as_int("the number of graphs compiled", done.get("compiles")), done["runs"]
@@ -151,16 +145,8 @@ def two_compiles(make_fast):
         # The proof: the graphs that ran, replayed here on what they were given (the call's input the check's own).
         computed = []
         for index, bound in ran:
-            if index not in replays:
-                replays[index] = graph_data.rebuild(f"compiled graph {index + 1}", graphs[index], functions, methods)
-            try:
-                with torch.no_grad():
-                    result = replays[index](*graph_data.inputs(f"a graph that ran at batch {len(x)}", bound, {"x": x}))
-            except CheckFailed:
-                raise
-            except Exception as e:
-                raise CheckFailed(f"compiled graph {index + 1}, replayed on what it was given at batch {len(x)}, failed: "
-                                  f"{type(e).__name__}: {str(e)[:150]}") from None
+            result = replays.run(index, f"compiled graph {index + 1}, replayed on what it was given at batch {len(x)},",
+                                 graph_data.inputs(f"a graph that ran at batch {len(x)}", bound, {"x": x}))
             computed += [t for t in tree_leaves(result) if type(t) is torch.Tensor]
         expect(any(t.shape == out.shape and torch.allclose(t, out, rtol=1e-5, atol=1e-5) for t in computed),
                f"the output at batch {len(x)} is not what the compiled graph computed: return its result")
