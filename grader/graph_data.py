@@ -7,11 +7,13 @@ graph's nodes (``describe``) and, per execution, what went into each placeholder
 tensor the check gave the host, or the values of any other tensor, or a number. The check rebuilds each graph
 from an allowlist of targets (those of graphs it captured itself, ``allowed``), binds the named tensors to its
 own, and replays the graph (``rebuild``, ``inputs``). A forged record then has to be a graph that computes what
-the check expects from the check's own inputs: writing one costs the work the exercise asks for.
+the check expects from the check's own inputs: writing one costs the work the exercise asks for. Where any right
+answer's graph is accepted, not one function's, the allowlist is torch's public tensor math (``tensor_math``).
 """
 from __future__ import annotations
 
 import collections
+import operator
 from typing import Any, Iterable
 
 import torch
@@ -30,19 +32,36 @@ def _target(node: torch.fx.Node) -> str:
     return node.target if isinstance(node.target, str) else _get_qualified_name(node.target)
 
 
+_DTYPE, _SLICE, _ELLIPSIS, _CPU = "$dtype", "$slice", "$ellipsis", "$cpu"  # arguments carried by name or parts
+_DTYPES_BY_NAME = {str(t): t for t in vars(torch).values() if isinstance(t, torch.dtype)}
+
+
 def _argument(value: Any) -> Any:
     if isinstance(value, torch.fx.Node):
         return {_NODE: value.name}
-    if type(value) in (tuple, list):
+    if type(value) in (tuple, list, torch.Size):
         return [_argument(v) for v in value]
+    if type(value) is torch.dtype:
+        return {_DTYPE: str(value)}
+    if type(value) is slice:
+        return {_SLICE: [_argument(value.start), _argument(value.stop), _argument(value.step)]}
+    if value is Ellipsis:
+        return {_ELLIPSIS: None}
+    if type(value) is torch.device and value.type == "cpu" and value.index is None:
+        return {_CPU: None}
     if value is None or type(value) in (bool, int, float, str):
         return value
     return {_OTHER: type(value).__name__}
 
 
 def describe(gm: torch.fx.GraphModule) -> list:
-    """The nodes of ``gm`` as data: ``[name, op, target, args, kwargs as [key, value] pairs]`` each."""
-    return [[n.name, n.op, _target(n), _argument(n.args), [[k, _argument(v)] for k, v in n.kwargs.items()]]
+    """The nodes of ``gm`` as data: ``[name, op, target, args, kwargs as [key, value] pairs]`` each; a ``get_attr``
+    of a subgraph (``torch.cond``'s branches) has the subgraph's description as its one argument."""
+    def subgraph(n: torch.fx.Node) -> list:
+        sub = getattr(gm, n.target, None) if n.op == "get_attr" else None
+        return [describe(sub)] if isinstance(sub, torch.fx.GraphModule) else []
+
+    return [[n.name, n.op, _target(n), subgraph(n) or _argument(n.args), [[k, _argument(v)] for k, v in n.kwargs.items()]]
             for n in gm.graph.nodes]
 
 
@@ -127,16 +146,61 @@ def allowed(graphs: Iterable[torch.fx.GraphModule]) -> tuple[dict[str, Any], fro
     return functions, frozenset(methods)
 
 
+# torch's public tensor math, for ``tensor_math``: Python's operators as Dynamo records them, the attributes of a
+# tensor a graph may read, the Tensor methods left out (they take code, reach storage or devices, or run autograd),
+# and the higher-order ops whose branches are subgraphs (``describe``).
+_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "matmul", "gt", "ge",
+              "lt", "le", "eq", "ne", "getitem", "and_", "or_", "xor", "invert", "not_")
+_ATTRIBUTES = ("T", "mT", "H", "mH", "shape", "ndim", "dtype", "real", "imag")
+_NOT_METHODS = frozenset({"register_hook", "register_post_accumulate_grad_hook", "apply_", "map_", "map2_",
+                          "share_memory_", "storage", "untyped_storage", "storage_type", "set_", "record_stream",
+                          "pin_memory", "cuda", "backward", "numpy", "module_load", "retain_grad", "requires_grad_"})
+_NAMESPACES = ("torch", "torch.functional", "torch.nn.functional", "torch._C._nn", "torch._C._special",
+               "torch._C._linalg", "torch._C._fft")
+_FACTORIES = ("ones", "zeros", "full", "empty", "arange", "eye", "tensor", "scalar_tensor", "linspace", "logspace")
+_SUBGRAPH_TAKERS = ("torch.ops.higher_order.cond",)
+
+
+def tensor_math() -> tuple[dict[str, Any], frozenset[str]]:
+    """An allowlist for any right answer's graph (``allowed``'s form): torch's public functions and Tensor methods
+    that ``__torch_function__`` can override (``torch.overrides.get_testing_overrides``, built anew on each call),
+    less those named above, tensor factories (``torch.ones``), Python's operators, a tensor's attributes, and
+    ``torch.cond``."""
+    functions: dict[str, Any] = {}
+    methods: set[str] = set()
+    for fn in torch.overrides.get_testing_overrides():
+        short = getattr(fn, "__name__", "")
+        try:
+            name = _get_qualified_name(fn)
+        except Exception:  # noqa: BLE001 - a descriptor's getter: no name a graph calls
+            continue
+        space = name.rpartition(".")[0]
+        if short.startswith("_") or short != name.rpartition(".")[2]:
+            continue
+        if space in ("torch.Tensor", "torch._C.TensorBase"):
+            if short not in _NOT_METHODS:
+                methods.add(short)
+        elif space in _NAMESPACES:
+            functions[name] = fn
+    functions.update({f"torch.{name}": getattr(torch, name) for name in _FACTORIES})
+    functions.update({f"_operator.{op}": getattr(operator, op) for op in _OPERATORS})
+    functions.update({f"getattr.{attribute}": getattr for attribute in _ATTRIBUTES})
+    functions.update({name: torch.ops.higher_order.cond for name in _SUBGRAPH_TAKERS})
+    return functions, frozenset(methods)
+
+
 def op_names(nodes: list) -> collections.Counter:
     """The ops of a described graph by short name, as ``probes.CountingBackend.op_names`` names them."""
     return collections.Counter(str(target).split(".")[-1] for _, op, target, _, _ in nodes
                                if op in ("call_function", "call_method"))
 
 
-def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset[str]) -> torch.fx.GraphModule:
+def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset[str],
+            depth: int = 0) -> torch.fx.GraphModule:
     """The graph ``nodes`` describe, built from the allowlist only; anything else is refused (a CheckFailed
-    naming ``what``)."""
-    graph = torch.fx.Graph()
+    naming ``what``). A subgraph (``describe``) is rebuilt the same way, only where the allowlist has an op that
+    takes one, and nested at most four deep."""
+    graph, root = torch.fx.Graph(), torch.nn.Module()
     made: dict[str, torch.fx.Node] = {}
 
     def refuse(why: str):
@@ -145,10 +209,21 @@ def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset
     def value(a):
         if type(a) is list:
             return tuple(value(v) for v in a)
+        if type(a) is dict and len(a) == 1:
+            (kind, data), = a.items()
+            if kind == _NODE and type(data) is str and data in made:
+                return made[data]
+            if kind == _DTYPE and type(data) is str and data in _DTYPES_BY_NAME:
+                return _DTYPES_BY_NAME[data]
+            if kind == _SLICE and type(data) is list and len(data) == 3:
+                parts = [value(v) for v in data]
+                return slice(*parts)
+            if kind == _ELLIPSIS and data is None:
+                return Ellipsis
+            if kind == _CPU and data is None:
+                return torch.device("cpu")
         if type(a) is dict:
-            if set(a) != {_NODE} or a[_NODE] not in made:
-                refuse(f"an argument the grader cannot rebuild ({a})"[:200])
-            return made[a[_NODE]]
+            refuse(f"an argument the grader cannot rebuild ({a})"[:200])
         if a is None or type(a) in (bool, int, float, str):
             return a
         refuse(f"an argument of type {type(a).__name__}")
@@ -163,6 +238,11 @@ def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset
             refuse(f"node {name!r} of the wrong form")
         if not all(type(kv) is list and len(kv) == 2 and type(kv[0]) is str for kv in kwargs):
             refuse(f"the keyword arguments of node {name!r}")
+        if op == "get_attr" and len(args) == 1 and depth < 4 and any(t in functions for t in _SUBGRAPH_TAKERS):
+            attribute = f"subgraph_{len(root._modules)}"  # the branch of a torch.cond: rebuilt as any graph is
+            root.add_module(attribute, rebuild(f"{what}'s subgraph", args[0], functions, methods, depth + 1))
+            made[name] = graph.get_attr(attribute)
+            continue
         call_args, call_kwargs = value(args), {k: value(v) for k, v in kwargs}
         if op == "placeholder":
             made[name] = graph.placeholder(name)
@@ -172,10 +252,19 @@ def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset
             made[name] = graph.call_method(target, call_args, call_kwargs)
         elif op == "output" and len(call_args) == 1:
             graph.output(call_args[0])
-            return torch.fx.GraphModule(torch.nn.Module(), graph)
+            return torch.fx.GraphModule(root, graph)
         else:
-            refuse(f"it calls {target} ({op}), which the graphs the grader captured never call")
+            refuse(f"it calls {target} ({op}), which the grader does not replay here (the graphs it allows never call it)")
     refuse("it has no output")
+
+
+def given_alone(bound: Any, name: str, weights: Iterable[str] = ()) -> bool:
+    """Whether one execution's inputs (``bind``'s data) are the check's tensor ``name``, once, and otherwise only
+    the check's ``weights`` by name and numbers (the sizes of a graph with dynamic shapes): no tensor of values,
+    which could carry the output itself."""
+    names = {name, *weights}
+    return type(bound) is list and bound.count({"name": name}) == 1 and all(
+        type(b) is int or (type(b) is dict and set(b) == {"name"} and b["name"] in names) for b in bound)
 
 
 def inputs(what: str, bound: Any, named: dict[str, torch.Tensor]) -> list:

@@ -56,6 +56,77 @@ def test_zero_breaks_compares_the_compiled_function():
     assert not _passes("03.zero_breaks", two_faced)
 
 
+# Issue 37 §1: the answer runs in a host; the check replays the one graph each compiled call ran, rebuilt from
+# torch's public tensor math, on its own input (grader.graph_data).
+
+def cond_03(x):  # right, written differently: torch.cond, whose branches are subgraphs
+    return torch.cond(x.sum() > 0, lambda t: t / t.abs().max(), lambda t: -t * 2, (x,)) + 1
+
+
+def methods_03(x):  # right, written differently: Tensor methods, a guarded denominator
+    positive = x.sum().gt(0)
+    scale = torch.where(positive, x.abs().amax(), torch.ones(()))
+    return torch.where(positive, x.div(scale), x.mul(-2)).add(1)
+
+
+def forged_explain_03(x):
+    """Passed before: branchy's breaks, with explain's list of graphs emptied from the frames above at the
+    last break and Dynamo's skip marker set on fixed's code, so the check's fullgraph compile ran it eagerly
+    (and compiled only the helper it calls first, so that fullgraph=True found a compiled frame)."""
+    _a_compiled_frame_03(x)
+    scale = x.abs().max().item()
+    y = x / scale if x.sum() > 0 else -x * 2
+    _forge_explain_03()
+    return y + 1
+
+
+def _a_compiled_frame_03(x):
+    return x + 0
+
+
+@torch._dynamo.disable
+def _forge_explain_03():
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "inner" and "graphs" in frame.f_locals and "break_reasons" in frame.f_locals:
+            frame.f_locals["graphs"].clear()
+        frame = frame.f_back
+    torch._dynamo.eval_frame.skip_code(forged_explain_03.__code__)
+
+
+def _opaque_03(x):  # branchy for real when the graph runs; a shape only while Dynamo traces it with fake tensors
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(x, FakeTensor):
+        return torch.empty_like(x)
+    scale = x.abs().max().item()
+    return (x / scale if x.sum() > 0 else -x * 2) + 1
+
+
+def opaque_03(x):
+    """Passed before: branchy's body as one node Dynamo does not trace (allow_in_graph, registered by the
+    first eager call): zero breaks and fullgraph=True, with the branch still a Python `if` on data."""
+    if not torch.compiler.is_compiling():
+        torch._dynamo.allow_in_graph(_opaque_03)
+    return _opaque_03(x)
+
+
+@pytest.mark.parametrize("fixed", [cond_03, methods_03], ids=lambda f: f.__name__)
+def test_zero_breaks_written_another_way_passes(fixed):
+    assert _passes("03.zero_breaks", fixed)
+
+
+@pytest.mark.parametrize("fixed, says", [
+    (forged_explain_03, "Data-dependent branching"),
+    (opaque_03, "could not be replayed"),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_zero_breaks_replays_the_graph_it_did_not_see(fixed, says):
+    result = grader.check("03.zero_breaks", fixed)
+    assert not result.passed and result.points == 0 and says in result.message, result
+
+
 # --- 05.cond_branch: a torch.cond that chooses -------------------------------------------------------
 
 def cond_module(forward):

@@ -111,6 +111,16 @@ def undercounted_04(fn, backend):  # a graph per batch, every one run, the count
     return torch.compile(fn, backend=backend, dynamic=False)
 
 
+def compiled_beside_04(fn, backend):  # issue 37 §1: a graph of fn's ops, handed fn's eager output to return
+    """Passed before: the graph that runs holds fn's ops and gets the call's input, and a second input, the
+    output fn computed in eager, which it returns: replayed on what it was given, it "computed" the output."""
+    def beside(x, out):
+        return out * 1, fn(x)
+
+    compiled = torch.compile(beside, backend=backend, dynamic=True)
+    return lambda x: compiled(x, fn(x))[0]
+
+
 class _AgreeableTensor(torch.Tensor):  # a tensor subclass could decide comparisons: refused as an output
     def __eq__(self, other):
         return True
@@ -131,6 +141,7 @@ def test_two_compiles_passes_compiled_answers(make_fast):
     (graph_on_a_fixed_input_04, "not given the call's input"),
     (compiled_identity_04, "does not compute fn"),
     (forged_records_04, "replayed on what it was given"),
+    (compiled_beside_04, "not given the call's input alone"),
     (undercounted_04, "different compiled graphs ran"),
     (agreeable_04, "plain torch.Tensor"),
 ], ids=lambda v: getattr(v, "__name__", ""))
@@ -319,8 +330,48 @@ class SlowInEagerNet(CleanNet):  # the held-out cheat: eager CleanNet is slow on
         return super().forward(x)
 
 
-def test_zero_breaks_solution_passes():
-    assert _check("08.zero_breaks", CleanNet).passed
+class ClampedDictNet(MessyNet):  # right, written differently: a clamped scale factor, the dict of outputs kept
+    def forward(self, x):
+        h = x.view(x.shape[0], 16, 32)
+        h = h * torch.clamp(LIMIT / h.abs().amax(), max=1.0)
+        outputs = {}
+        for i, layer in enumerate(self.layers):
+            h = layer(h)
+            outputs[f"layer{i}"] = self.norm(h).mean(dim=1)
+        return outputs
+
+
+def _scale_08(h):  # MessyNet's .item() and `if`, run for real when the graph runs; a shape only while traced
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(h, FakeTensor):
+        return torch.empty_like(h)
+    peak = h.abs().max().item()
+    return h * (LIMIT / peak) if peak > LIMIT else h
+
+
+class OpaqueNet(CleanNet):  # issue 37 §1: the branch hidden in one node Dynamo does not trace
+    """Passed before: `_scale_08` allowed in the graph (registered by the first eager call) is one opaque node:
+    explain counts one graph, fullgraph=True compiles, the outputs are right, and the `.item()` and `if` remain."""
+    def forward(self, x):
+        if not torch.compiler.is_compiling():
+            torch._dynamo.allow_in_graph(_scale_08)
+        h = _scale_08(x.view(x.shape[0], 16, 32))
+        outputs = []
+        for layer in self.layers:
+            h = layer(h)
+            outputs.append(self.norm(h).mean(dim=1))
+        return tuple(outputs)
+
+
+@pytest.mark.parametrize("net", [CleanNet, ClampedDictNet], ids=lambda c: c.__name__)
+def test_zero_breaks_right_answers_pass(net):
+    assert _check("08.zero_breaks", net).passed
+
+
+def test_zero_breaks_replays_the_graph_that_ran():
+    result = _check("08.zero_breaks", OpaqueNet)
+    assert not result.passed and result.points == 0 and "could not be replayed" in result.message, result
 
 
 def test_zero_breaks_compares_the_compiled_graph():

@@ -11,9 +11,11 @@ import tempfile
 import warnings
 
 import torch
+from torch.utils._pytree import tree_leaves
 
-from .. import host, probes
-from ..checking import CheckFailed, as_bool, as_dict, as_int, as_ints, as_str, as_tuple, call, expect, expect_close, expect_callable, expect_prediction, first_line
+from .. import graph_data, host, probes
+from ..checking import (CheckFailed, as_bool, as_dict, as_int, as_ints, as_str, as_tuple, call, expect, expect_close,
+                        expect_callable, expect_prediction, first_line, plain_tensors)
 
 
 def pure_math(x):
@@ -105,22 +107,80 @@ def branch_cases(gen: torch.Generator) -> list[tuple[str, torch.Tensor]]:
     return cases
 
 
-def zero_breaks(fixed):
-    expect_callable("fixed", fixed)
-    cases = branch_cases(probes.fresh_generator())
-    for label, x in cases:
-        got = call(fixed, x.clone(), name="fixed")
-        expect_close(f"`fixed` differs from `branchy` on {label}", got, branchy(x.clone()))
-    breaks = measured_breaks(fixed, cases[0][1]).breaks
-    expect(breaks == 0, f"torch._dynamo.explain still finds {breaks} graph break(s) in `fixed`", measured=breaks, expected=0)
+def zero_breaks_in_host(fixed, xs: list) -> dict:
+    """In the host (``host.calls``' driver): ``fixed`` on each of ``xs``, explain's break count on the first, then
+    a fresh copy of ``fixed`` compiled with ``fullgraph=True`` and a counting backend of the grader's, called on
+    each. Returns data only: the outputs, the count, each compiled graph (``graph_data.describe``) and, per
+    compiled call, its output and the executions of compiled graphs (graph index and inputs, the input named "x")."""
+    eager = []
+    for x in xs:
+        out = plain_tensors("the output of `fixed`", call(fixed, x.clone(), name="fixed"))
+        eager.append(out.tolist() if type(out) is torch.Tensor else None)
+    b = measured_breaks(fixed, xs[0].clone())
+    backend, calls = probes.CountingBackend(), []
     torch._dynamo.reset()
     try:
-        compiled = torch.compile(fixed, backend="eager", fullgraph=True)
-        for label, x in cases:  # the compiled function must be the one that is right
-            out = call(compiled, x.clone(), name="torch.compile(fixed, fullgraph=True)")
-            expect_close(f"torch.compile(fixed, fullgraph=True) differs from `branchy` on {label}", out, branchy(x.clone()))
+        compiled = torch.compile(probes.fresh(fixed), backend=backend, fullgraph=True)
+        for x in xs:
+            backend.record = []
+            try:
+                out = call(compiled, x.clone(), name="torch.compile(fixed, fullgraph=True)")
+            finally:
+                ran, backend.record = backend.record, None
+            out = plain_tensors("the output of torch.compile(fixed, fullgraph=True)", out)
+            calls.append({"out": out.tolist() if type(out) is torch.Tensor else None,
+                          "runs": [[index, graph_data.bind(args, {"x": x})] for index, args, _ in ran]})
     finally:
         torch._dynamo.reset()
+    return {"eager": eager, "breaks": b.breaks, "graphs": [graph_data.describe(gm) for gm in backend.graphs],
+            "calls": calls}
+
+
+def zero_breaks(fixed):
+    """The answer runs in a host (``grader.host``); only data comes back. What is trusted is computed here: the
+    outputs against ``branchy`` on the check's inputs, and for each call of ``fixed`` compiled with
+    ``fullgraph=True``, the one graph that ran, rebuilt from torch's public tensor math
+    (``graph_data.tensor_math``) and replayed on the check's own input (its sizes may come as numbers, no other
+    tensor): it must compute what the call returned, and that must be ``branchy``'s output. A graph break would
+    have made two graphs, or none under ``fullgraph=True``; explain's count comes from the host and tells an
+    honest wrong answer what it did."""
+    if not isinstance(fixed, host.Payload):
+        expect_callable("fixed", fixed)
+    cases = branch_cases(probes.fresh_generator())
+    wants = [branchy(x.clone()) for _, x in cases]
+    sent = host.calls(fixed, [([x for _, x in cases],)], name="fixed",
+                      driver="grader.checks.lesson03:zero_breaks_in_host")[0]
+    form = "the process that ran `fixed` sent a reply of the wrong form"
+    expect(type(sent) is dict and all(type(sent.get(k)) is list and len(sent[k]) == len(cases) for k in ("eager", "calls"))
+           and type(sent.get("graphs")) is list, form)
+    for (label, _), want, values in zip(cases, wants, sent["eager"]):
+        got = graph_data.tensor(values)
+        expect(got is not None, f"`fixed` returned something other than a tensor on {label}")
+        expect_close(f"`fixed` differs from `branchy` on {label}", got, want)
+    breaks = as_int("explain's count of graph breaks", sent.get("breaks"))
+    expect(breaks == 0, f"torch._dynamo.explain still finds {breaks} graph break(s) in `fixed`", measured=breaks, expected=0)
+    functions, methods = graph_data.tensor_math()
+    replays = graph_data.Replays(sent["graphs"], functions, methods)
+    for (label, x), want, done in zip(cases, wants, sent["calls"]):
+        what = f"torch.compile(fixed, fullgraph=True) on {label}"
+        expect(type(done) is dict and type(done.get("runs")) is list, form)
+        got = graph_data.tensor(done.get("out"))
+        expect(got is not None, f"{what} returned something other than a tensor")
+        expect_close(f"torch.compile(fixed, fullgraph=True) differs from `branchy` on {label}", got, want)
+        ran = done["runs"]
+        expect(len(ran) == 1 and type(ran[0]) is list and len(ran[0]) == 2 and type(ran[0][0]) is int
+               and 0 <= ran[0][0] < len(sent["graphs"]) and type(ran[0][1]) is list,
+               f"{what} ran {len(ran)} compiled graphs; with no graph break, one graph computes the whole call")
+        (index, bound), = ran
+        expect(graph_data.given_alone(bound, "x"),
+               f"the graph that ran for {what} was not given the call's input alone (besides its sizes): "
+               "compute everything from x")
+        # The proof: the graph replayed here, on the check's own input.
+        result = replays.run(index, f"the graph compiled for {what}, replayed on the check's input,",
+                             graph_data.inputs(what, bound, {"x": x.clone()}))
+        outs = [t for t in tree_leaves(result) if type(t) is torch.Tensor]
+        expect(len(outs) == 1 and outs[0].shape == got.shape and torch.allclose(outs[0], got, rtol=1e-5, atol=1e-6, equal_nan=True),
+               f"what {what} returned is not what its compiled graph computes from x: return the graph's result")
     return "zero graph breaks, compiles with fullgraph=True, and matches `branchy` on both branches at every shape"
 
 

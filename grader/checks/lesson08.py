@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils._pytree import tree_leaves
 
-from .. import host, probes, served
+from .. import graph_data, host, probes, served
 from ..checking import CheckFailed, Inconclusive, as_bool, as_int, call, expect, expect_callable, expect_close, first_line
 from .lesson07 import load_onnx
 
@@ -156,43 +157,118 @@ def predict_messy(predicted_graphs, predicted_export_ok):
 
 # --- 08.zero_breaks -------------------------------------------------------------------------------
 
-def zero_breaks(CleanNet):
+def zero_breaks_in_host(CleanNet, eager_xs: list, compiled_xs: list) -> dict:
+    """In the host (``host.calls``' driver): CleanNet with MessyNet's seeded weights, called on each of
+    ``eager_xs``; explain's finding on the first of ``compiled_xs``; then, where fullgraph=True compiled, CleanNet
+    compiled so with a counting backend of the grader's, called on each of ``compiled_xs``. Returns data only:
+    outputs, the finding, each compiled graph (``graph_data.describe``) and, per compiled call, its outputs, the
+    executions of compiled graphs (graph index and inputs, ``graph_data.bind``: the weights by their names in
+    MessyNet's state dict, the call's input as "x") and whether the call wrote into its input."""
+    from ..checking import plain_tensors
+
     messy, clean = build_clean(CleanNet)
-    gen = probes.fresh_generator()
-    _eager_matches(messy, clean, gen)
-    x = _rows(gen, TRAIN_BATCH, 3.0)
+    weights = {name: t.detach().clone() for name, t in messy.state_dict().items()}
+
+    def outputs(value, what: str) -> list:
+        return [plain_tensors(what, o).tolist() for o in outputs_of(value, what)]
+
+    eager = []
+    for x in eager_xs:
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+            eager.append(outputs(call(clean, x.clone(), name="CleanNet()(x)"), "CleanNet()(x)"))
     with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
-        b = probes.graph_breaks(clean, x)
+        b = probes.graph_breaks(clean, compiled_xs[0].clone())
+    sent = {"eager": eager, "graphs": [], "calls": [], "explain_graphs": b.graphs, "fullgraph_error": b.fullgraph_error,
+            "reasons": [r[:120] for r in b.reasons], "ops": b.ops}
     if not b.fullgraph_ok or b.graphs != 1:
-        reasons = "; ".join(r[:120] for r in b.reasons) or "none listed by explain"
+        return sent
+    backend = probes.CountingBackend()
+    torch._dynamo.reset()
+    try:
+        what = "torch.compile(CleanNet(), fullgraph=True)(x)"
+        compiled = torch.compile(clean, backend=backend, fullgraph=True)
+        for x in compiled_xs:
+            given = x.clone()
+            backend.record = []
+            try:
+                with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+                    out = outputs(call(compiled, given, name=what), what)
+            finally:
+                ran, backend.record = backend.record, None
+            sent["calls"].append({"out": out, "wrote_into_x": not torch.equal(given, x),
+                                  "runs": [[index, graph_data.bind(args, {**weights, "x": x})] for index, args, _ in ran]})
+    finally:
+        torch._dynamo.reset()
+    sent["graphs"] = [graph_data.describe(gm) for gm in backend.graphs]
+    return sent
+
+
+def zero_breaks(CleanNet):
+    """CleanNet runs in a host (``grader.host``); only data comes back. What is trusted is computed here: the
+    outputs against the check's own MessyNet on the check's inputs, and for each call of CleanNet compiled with
+    ``fullgraph=True``, the one graph that ran, rebuilt from torch's public tensor math
+    (``graph_data.tensor_math``) and replayed on the check's input and weights (sizes may come as numbers, no
+    other tensor): it must compute what the call returned, and that must be MessyNet's output. Explain's count
+    comes from the host and tells an honest wrong answer what it did."""
+    messy = probes.seeded(MessyNet)
+    weights = {name: t.detach().clone() for name, t in messy.state_dict().items()}
+    gen = probes.fresh_generator()
+    sides = (("peak below the limit", 0.5), ("peak above the limit", 3.0))
+    eager_xs = [_rows(gen, TRAIN_BATCH, scale) for _, scale in sides]
+    compiled_xs = [_rows(gen, TRAIN_BATCH, scale) for _, scale in sides]
+    sent = host.calls(CleanNet, [(eager_xs, compiled_xs)], name="CleanNet",
+                      driver="grader.checks.lesson08:zero_breaks_in_host")[0]
+    form = "the process that ran CleanNet sent a reply of the wrong form"
+    expect(type(sent) is dict and type(sent.get("eager")) is list and len(sent["eager"]) == len(sides)
+           and type(sent.get("calls")) is list and type(sent.get("graphs")) is list, form)
+
+    def tensors(values) -> tuple[torch.Tensor, ...]:
+        got = tuple(graph_data.tensor(v) for v in values) if type(values) is list and len(values) == len(KEYS) else ()
+        expect(len(got) == len(KEYS) and all(t is not None for t in got), form)
+        return got
+
+    for (label, _), x, values in zip(sides, eager_xs, sent["eager"]):
+        _close_all(tensors(values), reference(messy, x), f"in eager mode on a batch of {TRAIN_BATCH} with the {label}")
+    graphs, ops = as_int("explain's graph count", sent.get("explain_graphs")), sent.get("ops")
+    if sent.get("fullgraph_error") is not None or graphs != 1:
+        reasons = "; ".join(str(r)[:120] for r in sent.get("reasons") or ()) or "none listed by explain"
         raise CheckFailed(
-            f"CleanNet matches MessyNet, but torch.compile(fullgraph=True) fails ({b.fullgraph_error}); "
-            f"explain counted {b.graphs} graph(s), reasons: {reasons}",
-            measured=f"graphs={b.graphs}, fullgraph error {b.fullgraph_error}",
+            f"CleanNet matches MessyNet, but torch.compile(fullgraph=True) fails ({str(sent.get('fullgraph_error'))[:300]}); "
+            f"explain counted {graphs} graph(s), reasons: {reasons[:600]}",
+            measured=f"graphs={graphs}, fullgraph error {str(sent.get('fullgraph_error'))[:300]}",
             expected="one graph, fullgraph=True compiles",
             fraction=1 / 3,
         )
-    # The compiled graph must compute the same thing: a forward that asks torch.compiler.is_compiling()
-    # could give eager the right answer and the graph another. Fresh inputs on both sides of the branch.
-    torch._dynamo.reset()
-    try:
-        compiled = torch.compile(clean, backend="eager", fullgraph=True)
-        for label, scale in (("peak below the limit", 0.5), ("peak above the limit", 3.0)):
-            x = _rows(gen, TRAIN_BATCH, scale)
-            want, x_before = reference(messy, x), x.clone()  # before the call, which could write into x
-            with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
-                got = outputs_of(call(compiled, x, name="torch.compile(CleanNet(), fullgraph=True)(x)"),
-                                 "torch.compile(CleanNet(), fullgraph=True)(x)")
-            expect(torch.equal(x, x_before), "CleanNet's forward writes into its input x (MessyNet's does not), so "
-                   "comparing outputs after the call says nothing: leave x as it is")
-            try:
-                _close_all(got, want, f"when compiled with fullgraph=True, on a batch of {TRAIN_BATCH} with the {label}")
-            except CheckFailed as e:
-                raise CheckFailed(e.message + " (eager CleanNet matched: the graph computes something else)",
-                                  fraction=1 / 3) from None
-    finally:
-        torch._dynamo.reset()
-    return (f"same outputs as MessyNet on both sides of the branch, eager and compiled; one graph of {b.ops} ops, "
+    expect(len(sent["calls"]) == len(sides), form)
+    functions, methods = graph_data.tensor_math()
+    replays = graph_data.Replays(sent["graphs"], functions, methods)
+    for (label, _), x, done in zip(sides, compiled_xs, sent["calls"]):
+        what = f"torch.compile(CleanNet(), fullgraph=True) on a batch of {TRAIN_BATCH} with the {label}"
+        expect(type(done) is dict and type(done.get("runs")) is list and type(done.get("out")) is list, form)
+        expect(done.get("wrote_into_x") is not True, "CleanNet's forward writes into its input x (MessyNet's does "
+               "not), so comparing outputs after the call says nothing: leave x as it is")
+        got = tensors(done["out"])
+        try:
+            _close_all(got, reference(messy, x), f"when compiled with fullgraph=True, on a batch of {TRAIN_BATCH} "
+                       f"with the {label}")
+        except CheckFailed as e:
+            raise CheckFailed(e.message + " (eager CleanNet matched: the graph computes something else)",
+                              fraction=1 / 3) from None
+        ran = done["runs"]
+        expect(len(ran) == 1 and type(ran[0]) is list and len(ran[0]) == 2 and type(ran[0][0]) is int
+               and 0 <= ran[0][0] < len(sent["graphs"]) and type(ran[0][1]) is list,
+               f"{what} ran {len(ran)} compiled graphs; with no graph break, one graph computes the whole forward")
+        (index, bound), = ran
+        expect(graph_data.given_alone(bound, "x", weights),
+               f"the graph that ran for {what} was not given the call's input and MessyNet's weights alone "
+               "(besides sizes): compute everything from x and the parameters")
+        # The proof: the graph replayed here, on the check's own input and weights.
+        result = replays.run(index, f"the graph compiled for {what}, replayed on the check's input and weights,",
+                             graph_data.inputs(what, bound, {**weights, "x": x.clone()}))
+        computed = [t for t in tree_leaves(result) if type(t) is torch.Tensor]
+        expect(all(any(t.shape == g.shape and torch.allclose(t, g, rtol=1e-5, atol=1e-6) for t in computed) for g in got),
+               f"what {what} returned is not what its compiled graph computes from x: return the graph's result")
+    return (f"same outputs as MessyNet on both sides of the branch, eager and compiled; one graph of {ops} ops, "
             "fullgraph=True compiles")
 
 
