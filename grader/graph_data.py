@@ -238,7 +238,7 @@ def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset
             refuse(f"node {name!r} of the wrong form")
         if not all(type(kv) is list and len(kv) == 2 and type(kv[0]) is str for kv in kwargs):
             refuse(f"the keyword arguments of node {name!r}")
-        if op == "get_attr" and len(args) == 1 and depth < 4 and any(t in functions for t in _SUBGRAPH_TAKERS):
+        if op == "get_attr" and len(args) == 1 and type(args[0]) is list and depth < 4 and any(t in functions for t in _SUBGRAPH_TAKERS):
             attribute = f"subgraph_{len(root._modules)}"  # the branch of a torch.cond: rebuilt as any graph is
             root.add_module(attribute, rebuild(f"{what}'s subgraph", args[0], functions, methods, depth + 1))
             made[name] = graph.get_attr(attribute)
