@@ -18,8 +18,9 @@ from typing import Any, Iterable
 
 import torch
 from torch.fx.node import _get_qualified_name
+from torch.utils._pytree import tree_leaves
 
-from .checking import CheckFailed
+from .checking import CheckFailed, expect
 
 _NODE = "$node"  # {"$node": name}: an argument that is another node's value
 _OTHER = "$other"  # {"$other": type name}: an argument the data cannot carry (refused when rebuilt)
@@ -123,6 +124,28 @@ class Replays:
                 return graph(*values)
         except Exception as e:
             raise CheckFailed(f"{what} failed: {type(e).__name__}: {str(e)[:150]}") from None
+
+
+    def the_one_graph(self, what: str, ran: Any, named: dict[str, torch.Tensor], outputs: Iterable[torch.Tensor]) -> None:
+        """A call of a function compiled with ``fullgraph=True``: it ran one graph (``ran``, the call's executions
+        as sent), given the tensor ``named["x"]`` alone besides sizes and the other ``named`` tensors (weights);
+        replayed here on the check's tensors, that graph must compute each of ``outputs`` (what the call returned).
+        Otherwise a CheckFailed naming ``what``."""
+        expect(type(ran) is list and len(ran) == 1 and type(ran[0]) is list and len(ran[0]) == 2
+               and type(ran[0][0]) is int and 0 <= ran[0][0] < len(self.described),
+               f"{what} ran {len(ran) if type(ran) is list else 'no'} compiled graphs; with no graph break, one "
+               "graph computes the whole call")
+        (index, bound), = ran
+        weights = [name for name in named if name != "x"]
+        expect(given_alone(bound, "x", weights),
+               f"the graph that ran for {what} was not given the call's input alone (besides "
+               + ("the weights and " if weights else "") + "its sizes): compute everything from x")
+        result = self.run(index, f"the graph compiled for {what}, replayed on the check's input,",
+                          inputs(what, bound, {name: t.clone() for name, t in named.items()}))
+        computed = [t for t in tree_leaves(result) if type(t) is torch.Tensor]
+        expect(all(any(t.shape == o.shape and torch.allclose(t, o, rtol=1e-5, atol=1e-6, equal_nan=True) for t in computed)
+                   for o in outputs),
+               f"what {what} returned is not what its compiled graph computes from x: return the graph's result")
 
 
 def _function_key(target: str, args: Any) -> str:

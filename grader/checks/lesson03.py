@@ -11,7 +11,6 @@ import tempfile
 import warnings
 
 import torch
-from torch.utils._pytree import tree_leaves
 
 from .. import graph_data, host, probes
 from ..checking import (CheckFailed, as_bool, as_dict, as_int, as_ints, as_str, as_tuple, call, expect, expect_close,
@@ -167,20 +166,7 @@ def zero_breaks(fixed):
         got = graph_data.tensor(done.get("out"))
         expect(got is not None, f"{what} returned something other than a tensor")
         expect_close(f"torch.compile(fixed, fullgraph=True) differs from `branchy` on {label}", got, want)
-        ran = done["runs"]
-        expect(len(ran) == 1 and type(ran[0]) is list and len(ran[0]) == 2 and type(ran[0][0]) is int
-               and 0 <= ran[0][0] < len(sent["graphs"]) and type(ran[0][1]) is list,
-               f"{what} ran {len(ran)} compiled graphs; with no graph break, one graph computes the whole call")
-        (index, bound), = ran
-        expect(graph_data.given_alone(bound, "x"),
-               f"the graph that ran for {what} was not given the call's input alone (besides its sizes): "
-               "compute everything from x")
-        # The proof: the graph replayed here, on the check's own input.
-        result = replays.run(index, f"the graph compiled for {what}, replayed on the check's input,",
-                             graph_data.inputs(what, bound, {"x": x.clone()}))
-        outs = [t for t in tree_leaves(result) if type(t) is torch.Tensor]
-        expect(len(outs) == 1 and outs[0].shape == got.shape and torch.allclose(outs[0], got, rtol=1e-5, atol=1e-6, equal_nan=True),
-               f"what {what} returned is not what its compiled graph computes from x: return the graph's result")
+        replays.the_one_graph(what, done["runs"], {"x": x}, [got])  # the proof: replayed on the check's input
     return "zero graph breaks, compiles with fullgraph=True, and matches `branchy` on both branches at every shape"
 
 

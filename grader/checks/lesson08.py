@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.utils._pytree import tree_leaves
 
 from .. import graph_data, host, probes, served
 from ..checking import CheckFailed, Inconclusive, as_bool, as_int, call, expect, expect_callable, expect_close, first_line
@@ -254,20 +253,7 @@ def zero_breaks(CleanNet):
         except CheckFailed as e:
             raise CheckFailed(e.message + " (eager CleanNet matched: the graph computes something else)",
                               fraction=1 / 3) from None
-        ran = done["runs"]
-        expect(len(ran) == 1 and type(ran[0]) is list and len(ran[0]) == 2 and type(ran[0][0]) is int
-               and 0 <= ran[0][0] < len(sent["graphs"]) and type(ran[0][1]) is list,
-               f"{what} ran {len(ran)} compiled graphs; with no graph break, one graph computes the whole forward")
-        (index, bound), = ran
-        expect(graph_data.given_alone(bound, "x", weights),
-               f"the graph that ran for {what} was not given the call's input and MessyNet's weights alone "
-               "(besides sizes): compute everything from x and the parameters")
-        # The proof: the graph replayed here, on the check's own input and weights.
-        result = replays.run(index, f"the graph compiled for {what}, replayed on the check's input and weights,",
-                             graph_data.inputs(what, bound, {**weights, "x": x.clone()}))
-        computed = [t for t in tree_leaves(result) if type(t) is torch.Tensor]
-        expect(all(any(t.shape == g.shape and torch.allclose(t, g, rtol=1e-5, atol=1e-6) for t in computed) for g in got),
-               f"what {what} returned is not what its compiled graph computes from x: return the graph's result")
+        replays.the_one_graph(what, done["runs"], {**weights, "x": x}, got)  # replayed on the check's input, weights
     return (f"same outputs as MessyNet on both sides of the branch, eager and compiled; one graph of {ops} ops, "
             "fullgraph=True compiles")
 
