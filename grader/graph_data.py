@@ -128,7 +128,8 @@ class Replays:
 
     def the_one_graph(self, what: str, ran: Any, named: dict[str, torch.Tensor], outputs: Iterable[torch.Tensor]) -> None:
         """A call of a function compiled with ``fullgraph=True``: it ran one graph (``ran``, the call's executions
-        as sent), given the tensor ``named["x"]`` alone besides sizes and the other ``named`` tensors (weights);
+        as sent), given the tensor ``named["x"]`` alone besides sizes, 0-d constants and the other ``named``
+        tensors (weights);
         replayed here on the check's tensors, that graph must compute each of ``outputs`` (what the call returned).
         Otherwise a CheckFailed naming ``what``."""
         expect(type(ran) is list and len(ran) == 1 and type(ran[0]) is list and len(ran[0]) == 2
@@ -137,9 +138,9 @@ class Replays:
                "graph computes the whole call")
         (index, bound), = ran
         weights = [name for name in named if name != "x"]
-        expect(given_alone(bound, "x", weights),
+        expect(given_alone(bound, "x", weights, scalars=True),
                f"the graph that ran for {what} was not given the call's input alone (besides "
-               + ("the weights and " if weights else "") + "its sizes): compute everything from x")
+               + ("the weights, " if weights else "") + "its sizes and 0-d constants): compute everything from x")
         result = self.run(index, f"the graph compiled for {what}, replayed on the check's input,",
                           inputs(what, bound, {name: t.clone() for name, t in named.items()}))
         computed = [t for t in tree_leaves(result) if type(t) is torch.Tensor]
@@ -281,13 +282,15 @@ def rebuild(what: str, nodes: Any, functions: dict[str, Any], methods: frozenset
     refuse("it has no output")
 
 
-def given_alone(bound: Any, name: str, weights: Iterable[str] = ()) -> bool:
+def given_alone(bound: Any, name: str, weights: Iterable[str] = (), *, scalars: bool = False) -> bool:
     """Whether one execution's inputs (``bind``'s data) are the check's tensor ``name``, once, and otherwise only
     the check's ``weights`` by name and numbers (the sizes of a graph with dynamic shapes): no tensor of values,
-    which could carry the output itself."""
+    which could carry the output itself. With ``scalars``, 0-d tensors of values too (a constant the function
+    holds, such as a global ``torch.tensor(-2.0)``): for a check whose outputs vary element by element."""
     names = {name, *weights}
     return type(bound) is list and bound.count({"name": name}) == 1 and all(
-        type(b) is int or (type(b) is dict and set(b) == {"name"} and b["name"] in names) for b in bound)
+        type(b) is int or (type(b) is dict and set(b) == {"name"} and b["name"] in names)
+        or (scalars and type(b) is dict and set(b) == {"values", "shape", "dtype"} and b["shape"] == []) for b in bound)
 
 
 def inputs(what: str, bound: Any, named: dict[str, torch.Tensor]) -> list:

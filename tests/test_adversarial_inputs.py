@@ -69,6 +69,22 @@ def methods_03(x):  # right, written differently: Tensor methods, a guarded deno
     return torch.where(positive, x.div(scale), x.mul(-2)).add(1)
 
 
+_NEG_03 = torch.tensor(-2.0)  # a global constant: Dynamo hands it to the graph as an input of values
+
+
+def global_constant_03(x):  # right, written differently (refused once: the graph was not given x alone)
+    return torch.where(x.sum() > 0, x / x.abs().max(), x * _NEG_03) + 1
+
+
+class _AgreeableTensor03(torch.Tensor):  # a tensor subclass whose __eq__ agrees with anything
+    def __eq__(self, other):
+        return True
+
+
+def agreeable_03(x):
+    return (x * 0).as_subclass(_AgreeableTensor03)
+
+
 def forged_explain_03(x):
     """Passed before: branchy's breaks, with explain's list of graphs emptied from the frames above at the
     last break and Dynamo's skip marker set on fixed's code, so the check's fullgraph compile ran it eagerly
@@ -113,7 +129,7 @@ def opaque_03(x):
     return _opaque_03(x)
 
 
-@pytest.mark.parametrize("fixed", [cond_03, methods_03], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fixed", [cond_03, methods_03, global_constant_03], ids=lambda f: f.__name__)
 def test_zero_breaks_written_another_way_passes(fixed):
     assert _passes("03.zero_breaks", fixed)
 
@@ -121,6 +137,7 @@ def test_zero_breaks_written_another_way_passes(fixed):
 @pytest.mark.parametrize("fixed, says", [
     (forged_explain_03, "Data-dependent branching"),
     (opaque_03, "could not be replayed"),
+    (agreeable_03, "plain torch.Tensor"),
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_zero_breaks_replays_the_graph_it_did_not_see(fixed, says):
     result = grader.check("03.zero_breaks", fixed)

@@ -135,3 +135,10 @@ def test_a_subgraph_is_rebuilt_only_where_the_allowlist_takes_one():
 ])
 def test_given_alone_takes_the_input_weights_and_sizes_only(bound, alone):
     assert graph_data.given_alone(bound, "x", ["w"]) is alone
+
+
+def test_given_alone_takes_0_d_constants_only_when_asked():
+    constant = {"values": [-2.0], "shape": [], "dtype": "torch.float32"}
+    assert not graph_data.given_alone([{"name": "x"}, constant], "x")
+    assert graph_data.given_alone([{"name": "x"}, constant], "x", scalars=True)
+    assert not graph_data.given_alone([{"name": "x"}, dict(constant, shape=[1])], "x", scalars=True)
