@@ -82,6 +82,20 @@ def bind(args: Iterable, named: dict[str, torch.Tensor]) -> list:
     return bound
 
 
+def recorded(backend, named: dict[str, torch.Tensor], fn, *args: Any, name: str) -> tuple[Any, list]:
+    """``fn(*args)`` (learner code, through ``checking.call``) with ``backend`` (a ``probes.CountingBackend``)
+    recording the executions of compiled graphs during the call: its value, and the executions as data (graph
+    index and inputs, ``bind`` with ``named``)."""
+    from .checking import call
+
+    backend.record = []
+    try:
+        value = call(fn, *args, name=name)
+    finally:
+        ran, backend.record = backend.record, None
+    return value, [[index, bind(inputs, named)] for index, inputs, _ in ran]
+
+
 # --- in the check -------------------------------------------------------------------------------------
 
 def captures(fn, x: torch.Tensor) -> list[torch.fx.GraphModule]:

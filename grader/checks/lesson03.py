@@ -121,14 +121,9 @@ def zero_breaks_in_host(fixed, xs: list) -> dict:
     try:
         compiled = torch.compile(probes.fresh(fixed), backend=backend, fullgraph=True)
         for x in xs:
-            backend.record = []
-            try:
-                out = call(compiled, x.clone(), name="torch.compile(fixed, fullgraph=True)")
-            finally:
-                ran, backend.record = backend.record, None
+            out, runs = graph_data.recorded(backend, {"x": x}, compiled, x.clone(), name="torch.compile(fixed, fullgraph=True)")
             out = plain_tensors("the output of torch.compile(fixed, fullgraph=True)", out)
-            calls.append({"out": out.tolist() if type(out) is torch.Tensor else None,
-                          "runs": [[index, graph_data.bind(args, {"x": x})] for index, args, _ in ran]})
+            calls.append({"out": out.tolist() if type(out) is torch.Tensor else None, "runs": runs})
     finally:
         torch._dynamo.reset()
     return {"eager": eager, "breaks": b.breaks, "graphs": [graph_data.describe(gm) for gm in backend.graphs],

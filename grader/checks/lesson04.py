@@ -77,15 +77,10 @@ def two_compiles_in_host(make_fast, xs: list) -> dict:
                              ("fail_on_recompile", "the compiled function under fail_on_recompile")):
             torch.compiler.set_stance(stance)
             for x in xs:
-                x_before = x.clone()
-                backend.record = []
-                try:
-                    out = call(fast, x, name=what)
-                finally:
-                    ran, backend.record = backend.record, None
+                out, runs = graph_data.recorded(backend, {"x": x.clone()}, fast, x, name=what)
                 out = plain_tensors(what, out)
                 calls.append({"out": out.tolist() if type(out) is torch.Tensor else None, "compiles": backend.compiles,
-                              "runs": [[index, graph_data.bind(args, {"x": x_before})] for index, args, _ in ran]})
+                              "runs": runs})
     finally:
         torch.compiler.set_stance("default")
     return {"graphs": [graph_data.describe(gm) for gm in backend.graphs], "calls": calls}

@@ -188,14 +188,10 @@ def zero_breaks_in_host(CleanNet, eager_xs: list, compiled_xs: list) -> dict:
         compiled = torch.compile(clean, backend=backend, fullgraph=True)
         for x in compiled_xs:
             given = x.clone()
-            backend.record = []
-            try:
-                with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
-                    out = outputs(call(compiled, given, name=what), what)
-            finally:
-                ran, backend.record = backend.record, None
-            sent["calls"].append({"out": out, "wrote_into_x": not torch.equal(given, x),
-                                  "runs": [[index, graph_data.bind(args, {**weights, "x": x})] for index, args, _ in ran]})
+            with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()):
+                out, runs = graph_data.recorded(backend, {**weights, "x": x}, compiled, given, name=what)
+                out = outputs(out, what)
+            sent["calls"].append({"out": out, "wrote_into_x": not torch.equal(given, x), "runs": runs})
     finally:
         torch._dynamo.reset()
     sent["graphs"] = [graph_data.describe(gm) for gm in backend.graphs]
