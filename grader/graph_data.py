@@ -20,7 +20,7 @@ import torch
 from torch.fx.node import _get_qualified_name
 from torch.utils._pytree import tree_leaves
 
-from .checking import CheckFailed, expect
+from .checking import CheckFailed, call, expect
 
 _NODE = "$node"  # {"$node": name}: an argument that is another node's value
 _OTHER = "$other"  # {"$other": type name}: an argument the data cannot carry (refused when rebuilt)
@@ -86,8 +86,6 @@ def recorded(backend, named: dict[str, torch.Tensor], fn, *args: Any, name: str)
     """``fn(*args)`` (learner code, through ``checking.call``) with ``backend`` (a ``probes.CountingBackend``)
     recording the executions of compiled graphs during the call: its value, and the executions as data (graph
     index and inputs, ``bind`` with ``named``)."""
-    from .checking import call
-
     backend.record = []
     try:
         value = call(fn, *args, name=name)
@@ -139,13 +137,11 @@ class Replays:
         except Exception as e:
             raise CheckFailed(f"{what} failed: {type(e).__name__}: {str(e)[:150]}") from None
 
-
     def the_one_graph(self, what: str, ran: Any, named: dict[str, torch.Tensor], outputs: Iterable[torch.Tensor]) -> None:
         """A call of a function compiled with ``fullgraph=True``: it ran one graph (``ran``, the call's executions
         as sent), given the tensor ``named["x"]`` alone besides sizes, 0-d constants and the other ``named``
-        tensors (weights);
-        replayed here on the check's tensors, that graph must compute each of ``outputs`` (what the call returned).
-        Otherwise a CheckFailed naming ``what``."""
+        tensors (weights); replayed here on the check's tensors, that graph must compute each of ``outputs`` (what
+        the call returned). Otherwise a CheckFailed naming ``what``."""
         expect(type(ran) is list and len(ran) == 1 and type(ran[0]) is list and len(ran[0]) == 2
                and type(ran[0][0]) is int and 0 <= ran[0][0] < len(self.described),
                f"{what} ran {len(ran) if type(ran) is list else 'no'} compiled graphs; with no graph break, one "

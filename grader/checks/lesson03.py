@@ -134,8 +134,8 @@ def zero_breaks(fixed):
     """The answer runs in a host (``grader.host``); only data comes back. What is trusted is computed here: the
     outputs against ``branchy`` on the check's inputs, and for each call of ``fixed`` compiled with
     ``fullgraph=True``, the one graph that ran, rebuilt from torch's public tensor math
-    (``graph_data.tensor_math``) and replayed on the check's own input (its sizes may come as numbers, no other
-    tensor): it must compute what the call returned, and that must be ``branchy``'s output. A graph break would
+    (``graph_data.tensor_math``) and replayed on the check's own input (besides it only sizes and 0-d constants):
+    it must compute what the call returned, and that must be ``branchy``'s output. A graph break would
     have made two graphs, or none under ``fullgraph=True``; explain's count comes from the host and tells an
     honest wrong answer what it did."""
     if not isinstance(fixed, host.Payload):

@@ -202,8 +202,8 @@ def zero_breaks(CleanNet):
     """CleanNet runs in a host (``grader.host``); only data comes back. What is trusted is computed here: the
     outputs against the check's own MessyNet on the check's inputs, and for each call of CleanNet compiled with
     ``fullgraph=True``, the one graph that ran, rebuilt from torch's public tensor math
-    (``graph_data.tensor_math``) and replayed on the check's input and weights (sizes may come as numbers, no
-    other tensor): it must compute what the call returned, and that must be MessyNet's output. Explain's count
+    (``graph_data.tensor_math``) and replayed on the check's input and weights (besides them only sizes and 0-d
+    constants): it must compute what the call returned, and that must be MessyNet's output. Explain's count
     comes from the host and tells an honest wrong answer what it did."""
     messy = probes.seeded(MessyNet)
     weights = {name: t.detach().clone() for name, t in messy.state_dict().items()}
